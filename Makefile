@@ -1,0 +1,68 @@
+# GPU Interop Book: the two commands of the README are `make book` and `make test`.
+#
+# By default both work in the project's own virtual environment, .venv, created here with what pyproject.toml
+# lists. Pass PYTHON=... to use an environment you already have instead (the conda environment of
+# environment.yml, or the lab GPU host's python3): nothing is installed then.
+#
+#   make book        build the HTML book into _build/html from the committed notebook outputs (no GPU needed)
+#   make test        unit tests, notebook checks, the book check, and nbval on every notebook this machine can run
+#   make test-gpu    the same in your GPU environment (PYTHON, default python3); fails instead of skipping GPU notebooks
+#   make execute     on a GPU host: execute notebooks in place (NOTEBOOKS=..., default all chapters)
+#   make lint        ruff over support/, tests/ and the notebooks
+
+SHELL := bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+VENV := .venv
+PYTHON ?=
+ifeq ($(strip $(PYTHON)),)
+  PY := $(VENV)/bin/python
+  BOOK_DEPS := $(VENV)/.installed-book
+  TEST_DEPS := $(VENV)/.installed-test
+else
+  PY := $(PYTHON)
+  BOOK_DEPS :=
+  TEST_DEPS :=
+endif
+# Notebook kernels start in chapters/ and import `support` from the working copy.
+export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
+NOTEBOOKS ?= $(sort $(wildcard chapters/*.ipynb))
+PYTEST_ARGS ?=
+PIP := $(VENV)/bin/python -m pip install --quiet --disable-pip-version-check
+
+.PHONY: help book test test-gpu execute lint clean
+
+help:
+	@sed -n 's/^#   //p' Makefile
+
+$(VENV)/bin/python:
+	python3 -m venv $(VENV)
+	$(PIP) --upgrade pip
+
+$(VENV)/.installed-book: pyproject.toml | $(VENV)/bin/python
+	$(PIP) -e '.[book]'
+	touch $@
+
+$(VENV)/.installed-test: pyproject.toml | $(VENV)/bin/python
+	$(PIP) -e '.[test]'
+	touch $@
+
+book: $(BOOK_DEPS)
+	$(PY) -c 'from jupyter_book.cli.main import main; main()' build . --builder html --warningiserror --nitpick --keep-going
+
+test: $(TEST_DEPS)
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+test-gpu:
+	$(MAKE) test PYTHON=$(or $(strip $(PYTHON)),python3) PYTEST_ARGS="--require-gpu $(PYTEST_ARGS)"
+
+execute:
+	$(or $(strip $(PYTHON)),python3) -m support.book execute $(NOTEBOOKS)
+
+lint: $(TEST_DEPS)
+	$(PY) -m ruff check support tests chapters
+	$(PY) -m ruff format --check support tests
+
+clean:
+	rm -rf _build

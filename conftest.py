@@ -1,0 +1,78 @@
+"""pytest wiring for the book.
+
+- Notebooks (collected by nbval) that need a GPU are skipped with the reason "needs a CUDA GPU" on a machine
+  without one, and with the missing libraries named on a GPU machine without the book's stack.
+- ``--require-gpu`` (``make test-gpu``) turns that skip into a failure: the run stops and says why.
+- nbval ignores stderr (library warnings, progress bars) when comparing outputs; tests/nbval_sanitize.cfg masks
+  timings, addresses, GPU names and versions.
+- The ``skip_or_fail`` fixture skips a test whose tool is missing here, but fails it in CI (``CI`` set),
+  where .ci/run installs every tool.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+
+import pytest
+
+from support import book, env
+
+NEEDS_GPU = "needs a CUDA GPU"
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--require-gpu",
+        action="store_true",
+        help="fail instead of skipping when no CUDA GPU and GPU stack are usable (make test-gpu)",
+    )
+
+
+@functools.cache
+def gpu_skip_reason() -> str | None:
+    """Why GPU notebooks cannot run here, or None when they can."""
+    probe = env.probe_gpus()
+    if not probe.available:
+        return f"{NEEDS_GPU} ({probe.problem})"
+    missing = env.missing_modules(env.GPU_STACK)
+    if missing:
+        return f"needs the book's GPU stack (environment.yml); not importable here: {', '.join(missing)}"
+    return None
+
+
+def pytest_sessionstart(session):
+    reason = gpu_skip_reason()
+    if session.config.getoption("--require-gpu") and reason:
+        pytest.exit(f"--require-gpu (make test-gpu): GPU notebooks cannot run: {reason}", returncode=1)
+
+
+def _is_notebook_node(node) -> bool:
+    return type(node).__module__.startswith("nbval")
+
+
+def pytest_collectstart(collector):
+    if _is_notebook_node(collector) and hasattr(collector, "skip_compare"):
+        collector.skip_compare = (*collector.skip_compare, "stderr")
+
+
+def pytest_collection_modifyitems(config, items):
+    reason = gpu_skip_reason()
+    if reason is None:
+        return
+    skip = pytest.mark.skip(reason=reason)
+    for item in items:
+        if _is_notebook_node(item) and book.needs_gpu(item.parent.nb):
+            item.add_marker(skip)
+
+
+@pytest.fixture
+def skip_or_fail():
+    """Call with a reason to skip here, or to fail in CI, where every tool is installed."""
+
+    def decide(reason: str):
+        if os.environ.get("CI"):
+            pytest.fail(f"{reason} (CI installs it: see .ci/run)")
+        pytest.skip(reason)
+
+    return decide

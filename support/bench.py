@@ -1,0 +1,285 @@
+"""Timing for the book: CUDA events, warm-ups, repeats, median; comparisons as ratios measured in one run.
+
+Every figure in the book comes from here, so every chapter measures the same way:
+
+- :func:`time_cuda` times GPU work with CUDA events recorded on the current stream, after warm-up calls that
+  pay for compilation, caching and lazy initialization. It reports every repeat; the median is the figure.
+- :func:`time_wall` times CPU work with :func:`time.perf_counter`, the same way.
+- :func:`compare` puts several timings from one run side by side, with ratios to a baseline.
+
+Examples
+--------
+>>> from support.bench import time_wall, compare
+>>> slow = time_wall(lambda: sum(range(20_000)), label="sum of 20k", repeat=5)
+>>> fast = time_wall(lambda: sum(range(2_000)), label="sum of 2k", repeat=5)
+>>> table = compare(slow, fast, baseline="sum of 20k")
+>>> table.ratio("sum of 2k") > 1
+True
+"""
+
+from __future__ import annotations
+
+import html
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+__all__ = ["Comparison", "Timing", "compare", "format_seconds", "time_cuda", "time_wall"]
+
+
+def format_seconds(seconds: float) -> str:
+    """A duration with a unit a reader can compare at a glance: ``12.3 µs``, ``4.56 ms``, ``1.20 s``."""
+    if seconds < 0:
+        raise ValueError(f"a duration cannot be negative: {seconds}")
+    units = (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6), ("ns", 1e-9))
+    unit, scale = next(((u, f) for u, f in units if seconds >= f), units[-1])
+    value = seconds / scale
+    digits = 0 if value >= 100 else 1 if value >= 10 else 2
+    return f"{value:.{digits}f} {unit}"
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Repeated measurements of one piece of work; ``median`` is the figure to quote."""
+
+    label: str
+    samples: tuple[float, ...]  # seconds, one per repeat
+    clock: str  # "cuda-events" or "wall"
+
+    def __post_init__(self):
+        if not self.samples:
+            raise ValueError(f"timing {self.label!r} has no samples")
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.samples)
+
+    @property
+    def min(self) -> float:
+        return min(self.samples)
+
+    @property
+    def max(self) -> float:
+        return max(self.samples)
+
+    def throughput(self, nbytes: int) -> float:
+        """Bytes per second for ``nbytes`` moved in the median time."""
+        return nbytes / self.median
+
+    def __str__(self) -> str:
+        return (
+            f"{self.label}: median {format_seconds(self.median)} (min {format_seconds(self.min)}, "
+            f"max {format_seconds(self.max)}, {len(self.samples)} repeats, {self.clock})"
+        )
+
+
+class _Clock(Protocol):
+    name: str
+
+    def mark(self) -> object: ...
+
+    def synchronize(self) -> None: ...
+
+    def seconds_between(self, start: object, end: object) -> float: ...
+
+
+class _WallClock:
+    name = "wall"
+
+    def mark(self) -> float:
+        return time.perf_counter()
+
+    def synchronize(self) -> None:
+        pass
+
+    def seconds_between(self, start: float, end: float) -> float:
+        return end - start
+
+
+class _CupyEventClock:
+    """CUDA events recorded on CuPy's current stream (or ``stream``)."""
+
+    name = "cuda-events"
+
+    def __init__(self, stream=None):
+        import cupy
+
+        self._cupy = cupy
+        self._stream = stream
+
+    def mark(self):
+        event = self._cupy.cuda.Event()
+        event.record(self._stream)
+        return event
+
+    def synchronize(self) -> None:
+        self._cupy.cuda.Device().synchronize()
+
+    def seconds_between(self, start, end) -> float:
+        return self._cupy.cuda.get_elapsed_time(start, end) / 1e3
+
+
+class _TorchEventClock:
+    """CUDA events recorded on PyTorch's current stream (or ``stream``), for machines without CuPy."""
+
+    name = "cuda-events"
+
+    def __init__(self, stream=None):
+        import torch
+
+        self._torch = torch
+        self._stream = stream
+
+    def mark(self):
+        event = self._torch.cuda.Event(enable_timing=True)
+        event.record(self._stream)
+        return event
+
+    def synchronize(self) -> None:
+        self._torch.cuda.synchronize()
+
+    def seconds_between(self, start, end) -> float:
+        return start.elapsed_time(end) / 1e3
+
+
+def _cuda_clock(stream=None) -> _Clock:
+    from support.env import require_gpu
+
+    require_gpu()
+    try:
+        return _CupyEventClock(stream)
+    except ImportError:
+        pass
+    try:
+        return _TorchEventClock(stream)
+    except ImportError:
+        raise ModuleNotFoundError(
+            "CUDA-event timing needs CuPy or PyTorch with CUDA; install the book's environment (environment.yml)"
+        ) from None
+
+
+def _measure(fn: Callable[[], object], label: str | None, warmup: int, repeat: int, clock: _Clock) -> Timing:
+    if warmup < 0:
+        raise ValueError(f"warmup must be 0 or more, not {warmup}")
+    if repeat < 1:
+        raise ValueError(f"repeat must be at least 1, not {repeat}")
+    if not callable(fn):
+        raise TypeError(f"expected a function to time, got {type(fn).__name__}")
+    for _ in range(warmup):
+        fn()
+    clock.synchronize()
+    marks = []
+    for _ in range(repeat):
+        start = clock.mark()
+        fn()
+        marks.append((start, clock.mark()))
+    clock.synchronize()
+    samples = tuple(clock.seconds_between(start, end) for start, end in marks)
+    return Timing(label or getattr(fn, "__name__", "work"), samples, clock.name)
+
+
+def time_cuda(
+    fn: Callable[[], object],
+    *,
+    label: str | None = None,
+    warmup: int = 3,
+    repeat: int = 20,
+    stream=None,
+    clock: _Clock | None = None,
+) -> Timing:
+    """Time GPU work with CUDA events: ``warmup`` untimed calls, then ``repeat`` timed ones.
+
+    Each repeat is bracketed by two events on the current stream (CuPy's, else PyTorch's; pass ``stream``
+    for another). Work that runs on other streams is covered when it is ordered with that stream (the
+    legacy default stream is) or when ``fn`` waits for it (``jax.Array.block_until_ready``).
+
+    Parameters
+    ----------
+    fn
+        The work, called with no arguments.
+    label
+        Name in reports; defaults to the function's name.
+    warmup, repeat
+        Untimed and timed calls.
+    stream
+        The CUDA stream to record the events on (a ``cupy.cuda.Stream`` or ``torch.cuda.Stream``).
+    clock
+        Where the time comes from; tests pass a stand-in.
+
+    Raises
+    ------
+    support.env.GpuUnavailableError
+        When there is no usable GPU; time CPU work with :func:`time_wall`.
+    """
+    return _measure(fn, label, warmup, repeat, clock or _cuda_clock(stream))
+
+
+def time_wall(fn: Callable[[], object], *, label: str | None = None, warmup: int = 1, repeat: int = 5) -> Timing:
+    """Time CPU work with the wall clock: ``warmup`` untimed calls, then ``repeat`` timed ones."""
+    return _measure(fn, label, warmup, repeat, _WallClock())
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Timings from one run side by side, each with its ratio to the baseline."""
+
+    timings: tuple[Timing, ...]
+    baseline: Timing
+
+    def ratio(self, label: str) -> float:
+        """How many times faster ``label`` is than the baseline (baseline median / its median)."""
+        return self.baseline.median / self._find(label).median
+
+    def _find(self, label: str) -> Timing:
+        for timing in self.timings:
+            if timing.label == label:
+                return timing
+        raise KeyError(f"no timing labelled {label!r}; have {[t.label for t in self.timings]}")
+
+    def rows(self) -> list[dict[str, object]]:
+        return [
+            {
+                "work": t.label,
+                "median": format_seconds(t.median),
+                "min": format_seconds(t.min),
+                "max": format_seconds(t.max),
+                "repeats": len(t.samples),
+                "clock": t.clock,
+                f"speed-up vs {self.baseline.label}": f"{self.baseline.median / t.median:.1f}×",
+            }
+            for t in self.timings
+        ]
+
+    def __str__(self) -> str:
+        rows = self.rows()
+        headers = list(rows[0])
+        cells = [[str(row[h]) for h in headers] for row in rows]
+        widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(headers)]
+        lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True))]
+        lines += ["  ".join(c.ljust(w) for c, w in zip(cell, widths, strict=True)) for cell in cells]
+        return "\n".join(line.rstrip() for line in lines)
+
+    __repr__ = __str__
+
+    def _repr_html_(self) -> str:
+        rows = self.rows()
+        head = "".join(f"<th>{html.escape(h)}</th>" for h in rows[0])
+        body = "".join(
+            "<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in row.values()) + "</tr>" for row in rows
+        )
+        return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def compare(*timings: Timing, baseline: str | None = None) -> Comparison:
+    """Put timings from one run side by side; ratios are relative to ``baseline`` (default: the first)."""
+    if not timings:
+        raise ValueError("compare needs at least one timing")
+    labels = [t.label for t in timings]
+    if len(set(labels)) != len(labels):
+        raise ValueError(f"timings need distinct labels to be compared, got {labels}")
+    comparison = Comparison(tuple(timings), timings[0])
+    if baseline is not None:
+        comparison = Comparison(comparison.timings, comparison._find(baseline))
+    return comparison

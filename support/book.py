@@ -1,0 +1,191 @@
+"""The book's own housekeeping: which notebooks it has, whether they are ready to publish, executing them.
+
+The chapters are published with the outputs of a run on a GPU host, so a notebook is ready when every code
+cell ran, in order, without errors, and its banner names the NVIDIA GPU it ran on (see :mod:`support.env`).
+
+Command line (what ``make execute`` calls on a GPU host)::
+
+    python -m support.book execute chapters/00_getting_started.ipynb [...]
+    python -m support.book check                # report notebooks that are not ready to publish
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import re
+import sys
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from support.env import BANNER_GPU_LINE
+
+__all__ = [
+    "ROOT",
+    "chapter_notebooks",
+    "code_cells",
+    "execute_notebook",
+    "needs_gpu",
+    "notebook_problems",
+    "read_notebook",
+    "strip_volatile_metadata",
+    "toc_files",
+]
+
+ROOT = Path(__file__).resolve().parent.parent
+
+#: Cell metadata that changes on every run and says nothing about the content.
+VOLATILE_CELL_METADATA = ("execution", "collapsed", "scrolled", "ExecuteTime")
+#: Notebook metadata likewise.
+VOLATILE_NOTEBOOK_METADATA = ("widgets", "vscode", "papermill")
+
+
+def read_notebook(path: Path | str):
+    """The notebook at ``path`` as an ``nbformat`` node (version 4)."""
+    import nbformat
+
+    return nbformat.read(str(path), as_version=4)
+
+
+def chapter_notebooks(root: Path = ROOT) -> list[Path]:
+    """The chapter notebooks on disk, in file-name order (``chapters/NN_topic.ipynb``)."""
+    return sorted((root / "chapters").glob("*.ipynb"))
+
+
+def _toc_entries(node) -> Iterator[str]:
+    if isinstance(node, dict):
+        if "file" in node:
+            yield node["file"]
+        for key in ("root", "parts", "chapters", "sections"):
+            value = node.get(key)
+            if isinstance(value, str):
+                yield value
+            elif value is not None:
+                yield from _toc_entries(value)
+    elif isinstance(node, list):
+        for item in node:
+            yield from _toc_entries(item)
+
+
+def toc_files(root: Path = ROOT) -> list[str]:
+    """Every file that ``_toc.yml`` lists, as written there (no suffix), in order."""
+    import yaml
+
+    return list(_toc_entries(yaml.safe_load((root / "_toc.yml").read_text())))
+
+
+def needs_gpu(notebook) -> bool:
+    """Whether a notebook needs a CUDA GPU to run: yes, unless its metadata says ``book.needs_gpu: false``."""
+    return bool(notebook.metadata.get("book", {}).get("needs_gpu", True))
+
+
+def code_cells(notebook) -> list:
+    """The code cells that hold code (empty cells are left out)."""
+    return [cell for cell in notebook.cells if cell.cell_type == "code" and cell.source.strip()]
+
+
+def _python_source(cell_source: str) -> str:
+    """Cell source with IPython syntax (magics, shell escapes) turned into Python."""
+    try:
+        from IPython.core.inputtransformer2 import TransformerManager
+    except ImportError:
+        return "\n".join("" if line.lstrip()[:1] in ("%", "!") else line for line in cell_source.splitlines())
+    return TransformerManager().transform_cell(cell_source)
+
+
+def _output_text(output) -> str:
+    if output.get("output_type") == "stream":
+        return output.get("text", "")
+    data = output.get("data", {})
+    return str(data.get("text/plain", "")) + str(data.get("text/html", ""))
+
+
+def notebook_problems(notebook) -> list[str]:
+    """Why a committed notebook is not ready to publish; an empty list when it is.
+
+    Checks that every code cell parses, that every cell was executed once, in order, without errors, and that
+    a GPU notebook's outputs contain the environment banner naming an NVIDIA GPU.
+    """
+    problems = []
+    cells = code_cells(notebook)
+    for number, cell in enumerate(cells, start=1):
+        try:
+            ast.parse(_python_source(cell.source))
+        except SyntaxError as error:
+            problems.append(f"code cell {number} does not parse: {error.msg} (line {error.lineno})")
+    counts = [cell.get("execution_count") for cell in cells]
+    unexecuted = sum(1 for count in counts if not count)
+    if unexecuted:
+        problems.append(f"{unexecuted} of {len(cells)} code cells were never executed")
+    elif counts != list(range(1, len(cells) + 1)):
+        problems.append(f"code cells were not executed once each, top to bottom: execution counts {counts}")
+    for number, cell in enumerate(cells, start=1):
+        for output in cell.get("outputs", []):
+            if output.get("output_type") == "error":
+                problems.append(f"code cell {number} has an error output: {output.get('ename')}")
+    if cells and not any(cell.get("outputs") for cell in cells):
+        problems.append("no code cell has outputs")
+    if needs_gpu(notebook):
+        text = "\n".join(_output_text(o) for cell in cells for o in cell.get("outputs", []))
+        if not re.search(BANNER_GPU_LINE, text, flags=re.MULTILINE):
+            problems.append("no environment banner naming an NVIDIA GPU in the outputs (support.env.banner())")
+    return problems
+
+
+def strip_volatile_metadata(notebook):
+    """Remove run-to-run noise (timestamps, widget state, UI state) from a notebook, in place; return it."""
+    for key in VOLATILE_NOTEBOOK_METADATA:
+        notebook.metadata.pop(key, None)
+    for cell in notebook.cells:
+        for key in VOLATILE_CELL_METADATA:
+            cell.metadata.pop(key, None)
+    return notebook
+
+
+def execute_notebook(path: Path | str, timeout_s: int = 1800, kernel_name: str = "python3") -> None:
+    """Execute a notebook top to bottom in its own folder and write it back with fresh outputs.
+
+    Raises ``nbclient.exceptions.CellExecutionError`` naming the failing cell; the notebook is then left as it
+    was on disk.
+    """
+    import nbclient
+    import nbformat
+
+    path = Path(path)
+    notebook = read_notebook(path)
+    client = nbclient.NotebookClient(
+        notebook,
+        timeout=timeout_s,
+        kernel_name=kernel_name,
+        resources={"metadata": {"path": str(path.parent)}},
+        record_timing=False,
+    )
+    client.execute()
+    nbformat.write(strip_volatile_metadata(notebook), str(path))
+
+
+def _main(argv: Iterable[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m support.book", description=__doc__.split("\n\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    run = commands.add_parser("execute", help="execute notebooks in place, outputs kept, volatile metadata stripped")
+    run.add_argument("notebooks", nargs="+", type=Path)
+    run.add_argument("--timeout", type=int, default=1800, help="seconds allowed per cell")
+    check = commands.add_parser("check", help="list notebooks that are not ready to publish")
+    check.add_argument("notebooks", nargs="*", type=Path)
+    args = parser.parse_args(list(argv) if argv is not None else None)
+
+    if args.command == "execute":
+        for path in args.notebooks:
+            print(f"executing {path} ...", flush=True)
+            execute_notebook(path, timeout_s=args.timeout)
+        return 0
+    failing = 0
+    for path in args.notebooks or chapter_notebooks():
+        for problem in notebook_problems(read_notebook(path)):
+            print(f"{path}: {problem}")
+            failing += 1
+    return 1 if failing else 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main())

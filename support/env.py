@@ -1,0 +1,278 @@
+"""Which GPU and which GPU stack this machine has, and the banner every chapter starts with.
+
+The GPU is found through the CUDA driver API (``libcuda``) with :mod:`ctypes`, so this module needs no GPU
+library and works, reporting "no GPU", on a laptop or a CPU-only CI machine. Library versions are read from
+package metadata without importing the libraries: importing cuDF or PyTorch has side effects (CUDA contexts,
+allocators) that a chapter may want to control itself.
+
+Examples
+--------
+>>> from support import env
+>>> probe = env.probe_gpus()
+>>> probe.available in (True, False)
+True
+>>> env.banner()  # doctest: +SKIP
+GPU 0: NVIDIA H100 80GB HBM3 · 79.2 GiB · compute capability 9.0 · 132 SMs
+driver 580.159.04 · CUDA 13.0 (driver API)
+Python 3.12.3 · cudf 26.10.2 · rmm 26.10.0 · cupy 14.2.0 · numba 0.68.0 · numba-cuda 0.30.4 · torch 2.11.0 · ...
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import importlib.metadata
+import importlib.util
+import platform
+import sys
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+__all__ = [
+    "GPU_STACK",
+    "BANNER_GPU_LINE",
+    "Gpu",
+    "GpuProbe",
+    "GpuUnavailableError",
+    "banner",
+    "banner_text",
+    "missing_modules",
+    "probe_gpus",
+    "require_gpu",
+    "stack_versions",
+]
+
+#: Import names of the libraries the book is about, in the order the banner lists them.
+GPU_STACK: tuple[str, ...] = ("cudf", "rmm", "cupy", "numba", "numba_cuda", "torch", "jax", "numpy")
+
+#: How the banner's GPU line starts; notebook checks look for it to know outputs came from a GPU run.
+BANNER_GPU_LINE = r"^GPU \d+: NVIDIA "
+
+GIB = 1024**3
+
+# CUDA driver API constants (cuda.h).
+_CUDA_SUCCESS = 0
+_ATTR_MULTIPROCESSOR_COUNT = 16
+_ATTR_COMPUTE_CAPABILITY_MAJOR = 75
+_ATTR_COMPUTE_CAPABILITY_MINOR = 76
+
+
+class GpuUnavailableError(RuntimeError):
+    """No usable CUDA GPU: the message says why and what to do."""
+
+
+@dataclass(frozen=True)
+class Gpu:
+    """One CUDA device as the driver reports it."""
+
+    index: int
+    name: str
+    memory_bytes: int
+    compute_capability: tuple[int, int]
+    multiprocessors: int
+
+    @property
+    def memory_gib(self) -> float:
+        return self.memory_bytes / GIB
+
+
+@dataclass(frozen=True)
+class GpuProbe:
+    """What :func:`probe_gpus` found: the devices, the driver, or the reason there is no usable GPU."""
+
+    gpus: tuple[Gpu, ...] = ()
+    cuda_version: str | None = None  # the newest CUDA version the driver supports, e.g. "13.0"
+    driver_version: str | None = None  # the NVIDIA driver release, e.g. "580.159.04"
+    problem: str | None = None  # why no GPU is usable, in words; None when one is
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def available(self) -> bool:
+        return self.problem is None and bool(self.gpus)
+
+
+class _CudaDriver:
+    """The few calls of the CUDA driver API that :func:`probe_gpus` needs, over ctypes."""
+
+    def __init__(self, library: str = "libcuda.so.1"):
+        self._lib = ctypes.CDLL(library)
+
+    def _check(self, result: int, call: str) -> None:
+        if result != _CUDA_SUCCESS:
+            name = ctypes.c_char_p()
+            self._lib.cuGetErrorName(result, ctypes.byref(name))
+            label = name.value.decode() if name.value else f"error {result}"
+            raise OSError(f"{call} failed with {label}")
+
+    def init(self) -> None:
+        self._check(self._lib.cuInit(0), "cuInit")
+
+    def version(self) -> int:
+        value = ctypes.c_int()
+        self._check(self._lib.cuDriverGetVersion(ctypes.byref(value)), "cuDriverGetVersion")
+        return value.value
+
+    def device_count(self) -> int:
+        value = ctypes.c_int()
+        self._check(self._lib.cuDeviceGetCount(ctypes.byref(value)), "cuDeviceGetCount")
+        return value.value
+
+    def device(self, index: int) -> Gpu:
+        handle = ctypes.c_int()
+        self._check(self._lib.cuDeviceGet(ctypes.byref(handle), index), "cuDeviceGet")
+        name = ctypes.create_string_buffer(256)
+        self._check(self._lib.cuDeviceGetName(name, len(name), handle), "cuDeviceGetName")
+        memory = ctypes.c_size_t()
+        self._check(self._lib.cuDeviceTotalMem_v2(ctypes.byref(memory), handle), "cuDeviceTotalMem")
+
+        def attribute(code: int) -> int:
+            value = ctypes.c_int()
+            self._check(self._lib.cuDeviceGetAttribute(ctypes.byref(value), code, handle), "cuDeviceGetAttribute")
+            return value.value
+
+        return Gpu(
+            index=index,
+            name=name.value.decode(),
+            memory_bytes=memory.value,
+            compute_capability=(attribute(_ATTR_COMPUTE_CAPABILITY_MAJOR), attribute(_ATTR_COMPUTE_CAPABILITY_MINOR)),
+            multiprocessors=attribute(_ATTR_MULTIPROCESSOR_COUNT),
+        )
+
+
+def _nvidia_driver_release(library: str = "libnvidia-ml.so.1") -> str | None:
+    """The driver release string ("580.159.04") from NVML, or None when NVML is not there."""
+    try:
+        nvml = ctypes.CDLL(library)
+        if nvml.nvmlInit_v2() != 0:
+            return None
+        try:
+            text = ctypes.create_string_buffer(96)
+            if nvml.nvmlSystemGetDriverVersion(text, len(text)) != 0:
+                return None
+            return text.value.decode()
+        finally:
+            nvml.nvmlShutdown()
+    except (OSError, AttributeError):
+        return None
+
+
+def _format_cuda_version(code: int) -> str:
+    """CUDA encodes 13.0 as 13000 and 12.4 as 12040."""
+    return f"{code // 1000}.{code % 1000 // 10}"
+
+
+def probe_gpus(driver_factory=_CudaDriver, driver_release=_nvidia_driver_release) -> GpuProbe:
+    """Ask the CUDA driver which GPUs this machine has; never raises.
+
+    Parameters
+    ----------
+    driver_factory, driver_release
+        Where the answers come from; the defaults ask the real driver. Tests pass stand-ins.
+
+    Returns
+    -------
+    GpuProbe
+        ``probe.available`` is True when at least one GPU answered; otherwise ``probe.problem`` says why.
+    """
+    if sys.platform != "linux":
+        return GpuProbe(problem=f"this book's GPU detection supports Linux only, not {sys.platform}")
+    try:
+        driver = driver_factory()
+    except OSError:
+        return GpuProbe(problem="no NVIDIA driver: libcuda.so.1 cannot be loaded on this machine")
+    try:
+        driver.init()
+        cuda_version = _format_cuda_version(driver.version())
+        count = driver.device_count()
+        gpus = tuple(driver.device(i) for i in range(count))
+    except OSError as error:  # e.g. CUDA_ERROR_NO_DEVICE when the driver is installed but no GPU is visible
+        return GpuProbe(problem=f"the NVIDIA driver is installed but reports no usable GPU ({error})")
+    if not gpus:
+        return GpuProbe(cuda_version=cuda_version, problem="the NVIDIA driver sees no GPU")
+    return GpuProbe(gpus=gpus, cuda_version=cuda_version, driver_version=driver_release())
+
+
+@functools.cache
+def _probe_once() -> GpuProbe:
+    return probe_gpus()
+
+
+def require_gpu(min_memory_gib: float | None = None) -> Gpu:
+    """Return GPU 0, or raise :class:`GpuUnavailableError` saying why there is none and what to do.
+
+    Parameters
+    ----------
+    min_memory_gib
+        If given, GPU 0 must have at least this much memory (total, in GiB).
+    """
+    probe = _probe_once()
+    if not probe.available:
+        raise GpuUnavailableError(
+            f"This needs a CUDA GPU, and none is usable: {probe.problem}. Run it on a machine with an NVIDIA GPU "
+            "and the book's conda environment (environment.yml); the published outputs are in the built book."
+        )
+    gpu = probe.gpus[0]
+    if min_memory_gib is not None and gpu.memory_gib < min_memory_gib:
+        raise GpuUnavailableError(
+            f"This needs a GPU with at least {min_memory_gib:g} GiB of memory; "
+            f"GPU 0 ({gpu.name}) has {gpu.memory_gib:.1f} GiB."
+        )
+    return gpu
+
+
+def missing_modules(names: Iterable[str]) -> list[str]:
+    """The import names among ``names`` that cannot be imported here (checked without importing them)."""
+    missing = []
+    for name in names:
+        try:
+            if importlib.util.find_spec(name) is None:
+                missing.append(name)
+        except (ImportError, ValueError):
+            missing.append(name)
+    return missing
+
+
+def _distribution_version(import_name: str, distributions: dict[str, list[str]]) -> str | None:
+    module = sys.modules.get(import_name)
+    if module is not None and isinstance(getattr(module, "__version__", None), str):
+        return module.__version__
+    for dist in distributions.get(import_name, []):
+        try:
+            return importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+def stack_versions(names: Sequence[str] = GPU_STACK) -> dict[str, str | None]:
+    """Version of each library in ``names`` (import names), or None where it is not installed.
+
+    Reads package metadata, so ``cudf`` is found whether it came as ``cudf`` (conda) or ``cudf-cu13`` (pip).
+    """
+    distributions = importlib.metadata.packages_distributions()
+    return {name: _distribution_version(name, distributions) for name in names}
+
+
+def banner_text(probe: GpuProbe | None = None, versions: dict[str, str | None] | None = None) -> str:
+    """The environment banner as text: one line per GPU, the driver, then Python and the library versions."""
+    probe = _probe_once() if probe is None else probe
+    versions = stack_versions() if versions is None else versions
+    lines = []
+    if probe.available:
+        for gpu in probe.gpus:
+            major, minor = gpu.compute_capability
+            lines.append(
+                f"GPU {gpu.index}: {gpu.name} · {gpu.memory_gib:.1f} GiB · compute capability {major}.{minor}"
+                f" · {gpu.multiprocessors} SMs"
+            )
+        lines.append(f"driver {probe.driver_version or 'unknown'} · CUDA {probe.cuda_version} (driver API)")
+    else:
+        lines.append(f"No usable CUDA GPU: {probe.problem}")
+    libraries = " · ".join(f"{name.replace('_', '-')} {version or '—'}" for name, version in versions.items())
+    lines.append(f"Python {platform.python_version()} · {libraries}")
+    return "\n".join(lines)
+
+
+def banner() -> None:
+    """Print the environment banner: GPU, driver, CUDA, and the versions of the GPU stack."""
+    print(banner_text())

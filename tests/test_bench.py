@@ -1,0 +1,123 @@
+"""support.bench: the timing protocol (warm-ups, repeats, median), formatting and comparisons, on the CPU."""
+
+import time
+
+import pytest
+
+from support import env
+from support.bench import Timing, compare, format_seconds, time_cuda, time_wall
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [
+        (2.0, "2.00 s"),
+        (0.0123, "12.3 ms"),
+        (0.000_150, "150 µs"),
+        (1.5e-6, "1.50 µs"),
+        (123e-9, "123 ns"),
+        (0, "0.00 ns"),
+    ],
+)
+def test_format_seconds_picks_a_readable_unit(seconds, text):
+    assert format_seconds(seconds) == text
+
+
+def test_format_seconds_rejects_negative_durations():
+    with pytest.raises(ValueError, match="negative"):
+        format_seconds(-1)
+
+
+class ScriptedClock:
+    """A clock whose time advances only when the timed function runs, by scripted amounts."""
+
+    name = "scripted"
+
+    def __init__(self):
+        self.now = 0.0
+        self.synchronized = 0
+
+    def mark(self):
+        return self.now
+
+    def synchronize(self):
+        self.synchronized += 1
+
+    def seconds_between(self, start, end):
+        return end - start
+
+
+def test_time_cuda_times_only_the_repeats_after_warmup():
+    clock = ScriptedClock()
+    durations = iter([9.0, 9.0, 1.0, 3.0, 2.0])  # two warm-up calls are slow (compilation, caches)
+
+    def work():
+        clock.now += next(durations)
+
+    timing = time_cuda(work, warmup=2, repeat=3, clock=clock)
+    assert timing.samples == (1.0, 3.0, 2.0)
+    assert (timing.median, timing.min, timing.max) == (2.0, 1.0, 3.0)
+    assert timing.label == "work" and timing.clock == "scripted"
+    assert clock.synchronized == 2  # before the first timed call and before reading the events
+
+
+def test_time_wall_measures_real_time():
+    timing = time_wall(lambda: time.sleep(0.01), label="sleep 10 ms", warmup=0, repeat=3)
+    assert len(timing.samples) == 3
+    assert 0.009 <= timing.median < 0.5
+    assert str(timing).startswith("sleep 10 ms: median ")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [({"repeat": 0}, ValueError, "repeat"), ({"warmup": -1}, ValueError, "warmup")],
+)
+def test_time_wall_rejects_bad_counts(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        time_wall(lambda: None, **kwargs)
+
+
+def test_time_wall_rejects_something_that_is_not_a_function():
+    with pytest.raises(TypeError, match="expected a function"):
+        time_wall(42)
+
+
+def test_time_cuda_without_gpu_says_so(monkeypatch):
+    monkeypatch.setattr(env, "_probe_once", lambda: env.GpuProbe(problem="no NVIDIA driver"))
+    with pytest.raises(env.GpuUnavailableError, match="needs a CUDA GPU"):
+        time_cuda(lambda: None)
+
+
+def test_timing_needs_samples_and_computes_throughput():
+    with pytest.raises(ValueError, match="no samples"):
+        Timing("empty", (), "wall")
+    assert Timing("copy", (0.5, 1.0, 2.0), "wall").throughput(1_000) == 1_000.0
+
+
+def test_compare_reports_ratios_to_the_baseline():
+    slow, fast = Timing("host round trip", (4.0, 4.0), "wall"), Timing("zero-copy", (0.5, 0.5), "wall")
+    table = compare(slow, fast)
+    assert table.ratio("zero-copy") == 8.0
+    assert compare(slow, fast, baseline="zero-copy").ratio("host round trip") == 0.125
+    text = str(table)
+    assert text.splitlines()[0].split()[:2] == ["work", "median"]
+    assert "8.0×" in text
+    assert all(line == line.rstrip() for line in text.splitlines())
+
+
+def test_compare_html_is_escaped():
+    html = compare(Timing("a<b", (1.0,), "wall"))._repr_html_()
+    assert "a&lt;b" in html and "<table>" in html
+
+
+@pytest.mark.parametrize(
+    ("timings", "kwargs", "error"),
+    [
+        ((), {}, ValueError),
+        ((Timing("x", (1.0,), "wall"), Timing("x", (2.0,), "wall")), {}, ValueError),
+        ((Timing("x", (1.0,), "wall"),), {"baseline": "y"}, KeyError),
+    ],
+)
+def test_compare_rejects_ambiguous_input(timings, kwargs, error):
+    with pytest.raises(error):
+        compare(*timings, **kwargs)

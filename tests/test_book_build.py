@@ -1,0 +1,120 @@
+"""The book builds from the committed outputs (``make book``) and every page loads in a real browser."""
+
+import importlib.util
+import os
+import re
+import shutil
+import subprocess
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+import pytest
+
+from support import book
+
+HTML = book.ROOT / "_build" / "html"
+SCREENSHOTS = book.ROOT / "_build" / "screenshots"
+CHROMIUM_FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+@pytest.fixture(scope="module")
+def built_book():
+    if importlib.util.find_spec("jupyter_book") is None:
+        reason = "jupyter-book is not installed in this environment (make test installs it in .venv)"
+        if os.environ.get("CI"):
+            pytest.fail(f"{reason} (CI installs it: see .ci/run)")
+        pytest.skip(reason)
+    result = subprocess.run(
+        ["make", "--no-print-directory", "book", f"PYTHON={sys.executable}"],
+        cwd=book.ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert result.returncode == 0, f"make book failed:\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}"
+    return HTML
+
+
+def built_pages(html_root: Path) -> list[Path]:
+    return sorted(p for p in html_root.rglob("*.html") if "_static" not in p.parts and "_sources" not in p.parts)
+
+
+def test_make_book_builds_every_chapter(built_book):
+    for entry in book.toc_files():
+        assert (built_book / f"{entry}.html").is_file(), f"{entry} was not built"
+
+
+class _ImageSources(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.sources = []
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "img":
+            self.sources.append(dict(attrs).get("src", ""))
+
+
+def test_every_image_in_the_book_exists(built_book):
+    for page in built_pages(built_book):
+        parser = _ImageSources()
+        parser.feed(page.read_text(encoding="utf-8"))
+        for source in parser.sources:
+            if source.startswith("data:") or urlparse(source).scheme:
+                continue
+            assert (page.parent / unquote(source)).is_file(), f"{page.name}: image {source} is missing"
+
+
+def _redirect_target(page: Path) -> Path | None:
+    match = re.search(r'http-equiv="Refresh" content="\d+; url=([^"]+)"', page.read_text(encoding="utf-8"), re.I)
+    return (page.parent / match.group(1)).resolve() if match else None
+
+
+def _chromium() -> str | None:
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        if path := shutil.which(name):
+            return path
+    return None
+
+
+def test_every_page_loads_in_headless_chromium(built_book, skip_or_fail):
+    if importlib.util.find_spec("playwright") is None:
+        skip_or_fail("the browser check needs the playwright package (make test installs it in .venv)")
+    executable = _chromium()
+    if executable is None:
+        skip_or_fail("the browser check needs Chromium: apt-get install chromium")
+    from playwright.sync_api import sync_playwright
+
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    problems = []
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_FLAGS)
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        failed = []
+        page.on("requestfailed", lambda request: failed.append(request.url))
+        for path in built_pages(built_book):
+            failed.clear()
+            page.goto(path.as_uri(), wait_until="load")
+            if target := _redirect_target(path):  # index.html sends the reader to the first chapter
+                page.wait_for_url(target.as_uri(), wait_until="load")
+            broken = page.eval_on_selector_all(
+                "img", "images => images.filter(i => !i.complete || i.naturalWidth === 0).map(i => i.src)"
+            )
+            name = path.relative_to(built_book)
+            problems += [f"{name}: request failed: {url}" for url in failed]
+            problems += [f"{name}: image did not load: {src}" for src in broken]
+        first_chapter = built_book / f"{book.toc_files()[0]}.html"
+        page.goto(first_chapter.as_uri(), wait_until="load")
+        assert page.locator("article h1").first.is_visible(), "the first chapter shows no title"
+        page.screenshot(path=str(SCREENSHOTS / f"{first_chapter.stem}.png"), full_page=False)
+        browser.close()
+    assert problems == []

@@ -1,0 +1,115 @@
+"""support.env: GPU detection through a stand-in driver, the banner, clear errors without a GPU."""
+
+import re
+
+import pytest
+
+from support import env
+from support.env import BANNER_GPU_LINE, Gpu, GpuProbe, GpuUnavailableError
+
+H100 = Gpu(
+    index=0, name="NVIDIA H100 80GB HBM3", memory_bytes=85_031_911_424, compute_capability=(9, 0), multiprocessors=132
+)
+
+
+class FakeDriver:
+    """Answers like libcuda would, for a machine with the given GPUs."""
+
+    def __init__(self, gpus=(H100,), version=13000, init_error=None):
+        self.gpus, self._version, self._init_error = gpus, version, init_error
+
+    def init(self):
+        if self._init_error:
+            raise OSError(self._init_error)
+
+    def version(self):
+        return self._version
+
+    def device_count(self):
+        return len(self.gpus)
+
+    def device(self, index):
+        return self.gpus[index]
+
+
+def no_driver():
+    raise OSError("libcuda.so.1: cannot open shared object file")
+
+
+def test_probe_without_a_driver_says_so():
+    probe = env.probe_gpus(driver_factory=no_driver)
+    assert not probe.available
+    assert "libcuda.so.1" in probe.problem
+
+
+def test_probe_reports_driver_errors_by_name():
+    probe = env.probe_gpus(driver_factory=lambda: FakeDriver(init_error="cuInit failed with CUDA_ERROR_NO_DEVICE"))
+    assert not probe.available
+    assert "CUDA_ERROR_NO_DEVICE" in probe.problem
+
+
+def test_probe_with_no_devices_is_not_available():
+    probe = env.probe_gpus(driver_factory=lambda: FakeDriver(gpus=()))
+    assert not probe.available
+    assert "sees no GPU" in probe.problem
+
+
+def test_probe_reads_devices_driver_and_cuda_version():
+    probe = env.probe_gpus(driver_factory=lambda: FakeDriver(version=12040), driver_release=lambda: "580.159.04")
+    assert probe.available
+    assert probe.gpus == (H100,)
+    assert probe.cuda_version == "12.4"
+    assert probe.driver_version == "580.159.04"
+
+
+def test_probe_of_this_machine_is_consistent():
+    probe = env.probe_gpus()
+    assert probe.available == (probe.problem is None and len(probe.gpus) > 0)
+
+
+def test_banner_names_the_gpu_and_versions():
+    probe = GpuProbe(gpus=(H100,), cuda_version="13.0", driver_version="580.159.04")
+    text = env.banner_text(probe, {"cupy": "14.2.0", "numba_cuda": "0.30.4", "jax": None})
+    assert re.search(BANNER_GPU_LINE, text, flags=re.MULTILINE)
+    assert "NVIDIA H100 80GB HBM3 · 79.2 GiB · compute capability 9.0 · 132 SMs" in text
+    assert "driver 580.159.04 · CUDA 13.0" in text
+    assert "cupy 14.2.0 · numba-cuda 0.30.4 · jax —" in text
+
+
+def test_banner_without_gpu_says_why_and_does_not_look_like_a_gpu_run():
+    text = env.banner_text(GpuProbe(problem="no NVIDIA driver"), {"cupy": None})
+    assert text.startswith("No usable CUDA GPU: no NVIDIA driver")
+    assert not re.search(BANNER_GPU_LINE, text, flags=re.MULTILINE)
+
+
+def test_banner_prints(capsys, monkeypatch):
+    monkeypatch.setattr(env, "_probe_once", lambda: GpuProbe(problem="no NVIDIA driver"))
+    env.banner()
+    assert "No usable CUDA GPU" in capsys.readouterr().out
+
+
+def test_require_gpu_explains_what_is_missing(monkeypatch):
+    monkeypatch.setattr(env, "_probe_once", lambda: GpuProbe(problem="no NVIDIA driver: libcuda.so.1 missing"))
+    with pytest.raises(GpuUnavailableError, match="needs a CUDA GPU.*libcuda.so.1 missing.*environment.yml"):
+        env.require_gpu()
+
+
+def test_require_gpu_checks_memory(monkeypatch):
+    monkeypatch.setattr(env, "_probe_once", lambda: GpuProbe(gpus=(H100,), cuda_version="13.0"))
+    assert env.require_gpu(min_memory_gib=40) == H100
+    with pytest.raises(GpuUnavailableError, match="at least 500 GiB.*has 79.2 GiB"):
+        env.require_gpu(min_memory_gib=500)
+
+
+def test_stack_versions_reads_metadata_and_reports_missing_as_none():
+    import pytest as installed
+
+    versions = env.stack_versions(["pytest", "no_such_library_here"])
+    assert versions == {"pytest": installed.__version__, "no_such_library_here": None}
+
+
+def test_missing_modules_checks_without_importing():
+    assert env.missing_modules(["json", "no_such_module_xyz", "no_such_package_xyz.sub"]) == [
+        "no_such_module_xyz",
+        "no_such_package_xyz.sub",
+    ]

@@ -1,0 +1,50 @@
+"""The committed chapters: listed in the table of contents, executed on a GPU, ready to publish."""
+
+import re
+
+import pytest
+
+from support import book
+
+CHAPTERS = book.chapter_notebooks()
+MAX_NOTEBOOK_BYTES = 4 << 20  # notebooks travel to the GPU host and into git: keep plots small
+
+
+def test_there_are_chapters():
+    assert CHAPTERS, "chapters/ has no notebooks"
+
+
+def test_table_of_contents_lists_every_chapter_and_nothing_else():
+    listed = {entry.removesuffix(".ipynb") for entry in book.toc_files() if entry.startswith("chapters/")}
+    on_disk = {f"chapters/{path.stem}" for path in CHAPTERS}
+    assert listed - on_disk == set(), "_toc.yml lists notebooks that do not exist"
+    assert on_disk - listed == set(), "chapters/ has notebooks that _toc.yml does not list"
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.name)
+def test_chapter_is_named_by_number_and_topic(path):
+    assert re.fullmatch(r"\d\d_[a-z0-9_]+\.ipynb", path.name), "chapters are named NN_topic.ipynb"
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.name)
+def test_chapter_was_executed_on_a_gpu_and_is_ready(path):
+    assert book.notebook_problems(book.read_notebook(path)) == []
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.name)
+def test_chapter_is_small_and_free_of_run_noise(path):
+    assert path.stat().st_size < MAX_NOTEBOOK_BYTES, "downsample plots (dpi ~100) to keep notebooks small"
+    notebook = book.read_notebook(path)
+    for key in book.VOLATILE_NOTEBOOK_METADATA:
+        assert key not in notebook.metadata
+    for cell in notebook.cells:
+        assert not set(book.VOLATILE_CELL_METADATA) & set(cell.metadata), "run `make execute` to strip run metadata"
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.name)
+def test_chapter_starts_with_a_title_and_the_environment_banner(path):
+    notebook = book.read_notebook(path)
+    assert notebook.cells[0].cell_type == "markdown" and notebook.cells[0].source.startswith("# ")
+    if book.needs_gpu(notebook):
+        first_code = book.code_cells(notebook)[0].source
+        assert "banner()" in first_code, "the first code cell prints support.env.banner()"
