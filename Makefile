@@ -61,8 +61,8 @@ execute:
 	$(or $(strip $(PYTHON)),python3) -m support.book execute $(NOTEBOOKS)
 
 lint: $(TEST_DEPS)
-	$(PY) -m ruff check support tests chapters
-	$(PY) -m ruff format --check support tests
+	$(PY) -m ruff check support tests chapters conftest.py
+	$(PY) -m ruff format --check support tests conftest.py
 
 clean:
 	rm -rf _build
