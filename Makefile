@@ -27,6 +27,8 @@ else
 endif
 # Notebook kernels start in chapters/ and import `support` from the working copy.
 export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
+# Kernels started by `make execute` and by nbval hash strings the same way in every run.
+export PYTHONHASHSEED := 0
 NOTEBOOKS ?= $(sort $(wildcard chapters/*.ipynb))
 PYTEST_ARGS ?=
 PIP := $(VENV)/bin/python -m pip install --quiet --disable-pip-version-check

@@ -121,29 +121,6 @@ class _CupyEventClock:
         return self._cupy.cuda.get_elapsed_time(start, end) / 1e3
 
 
-class _TorchEventClock:
-    """CUDA events recorded on PyTorch's current stream (or ``stream``), for machines without CuPy."""
-
-    name = "cuda-events"
-
-    def __init__(self, stream=None):
-        import torch
-
-        self._torch = torch
-        self._stream = stream
-
-    def mark(self):
-        event = self._torch.cuda.Event(enable_timing=True)
-        event.record(self._stream)
-        return event
-
-    def synchronize(self) -> None:
-        self._torch.cuda.synchronize()
-
-    def seconds_between(self, start, end) -> float:
-        return start.elapsed_time(end) / 1e3
-
-
 def _cuda_clock(stream=None) -> _Clock:
     from support.env import require_gpu
 
@@ -151,12 +128,8 @@ def _cuda_clock(stream=None) -> _Clock:
     try:
         return _CupyEventClock(stream)
     except ImportError:
-        pass
-    try:
-        return _TorchEventClock(stream)
-    except ImportError:
         raise ModuleNotFoundError(
-            "CUDA-event timing needs CuPy or PyTorch with CUDA; install the book's environment (environment.yml)"
+            "CUDA-event timing uses CuPy, which is not installed; create the book's environment (environment.yml)"
         ) from None
 
 
@@ -191,9 +164,9 @@ def time_cuda(
 ) -> Timing:
     """Time GPU work with CUDA events: ``warmup`` untimed calls, then ``repeat`` timed ones.
 
-    Each repeat is bracketed by two events on the current stream (CuPy's, else PyTorch's; pass ``stream``
-    for another). Work that runs on other streams is covered when it is ordered with that stream (the
-    legacy default stream is) or when ``fn`` waits for it (``jax.Array.block_until_ready``).
+    Each repeat is bracketed by two events on CuPy's current stream (pass ``stream`` for another). Work on
+    other streams is covered when it is ordered with that stream (the legacy default stream is) or when
+    ``fn`` waits for it (``jax.Array.block_until_ready``).
 
     Parameters
     ----------
@@ -204,7 +177,7 @@ def time_cuda(
     warmup, repeat
         Untimed and timed calls.
     stream
-        The CUDA stream to record the events on (a ``cupy.cuda.Stream`` or ``torch.cuda.Stream``).
+        The ``cupy.cuda.Stream`` to record the events on.
     clock
         Where the time comes from; tests pass a stand-in.
 

@@ -26,7 +26,7 @@ import importlib.util
 import platform
 import sys
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 __all__ = [
     "GPU_STACK",
@@ -84,7 +84,6 @@ class GpuProbe:
     cuda_version: str | None = None  # the newest CUDA version the driver supports, e.g. "13.0"
     driver_version: str | None = None  # the NVIDIA driver release, e.g. "580.159.04"
     problem: str | None = None  # why no GPU is usable, in words; None when one is
-    notes: tuple[str, ...] = field(default=())
 
     @property
     def available(self) -> bool:
