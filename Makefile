@@ -47,7 +47,7 @@ $(VENV)/.installed-book: pyproject.toml | $(VENV)/bin/python
 	touch $@
 
 $(VENV)/.installed-test: pyproject.toml | $(VENV)/bin/python
-	$(PIP) -e '.[test]'
+	$(PIP) -e '.[test,cpu]'
 	touch $@
 
 book: $(BOOK_DEPS)
