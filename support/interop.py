@@ -28,6 +28,8 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from support.bench import format_seconds
+
 __all__ = [
     "describe_stream",
     "handoff_outcome",
@@ -62,7 +64,7 @@ TARGETS = {
 }
 GPU_ONLY = {"cudf", "cudf.DataFrame", "cupy", "numba"}
 CUDF_UNSUPPORTED_DTYPES = {"float16", "bfloat16", "complex64", "complex128"}
-JAX_ALIGNMENT = 64  # bytes; JAX shares a buffer only when its first element is aligned to this (copies otherwise)
+JAX_ALIGNMENT = 64  # bytes; JAX on the CPU shares a buffer only when it is aligned to this (measured: on the GPU, any)
 JAX_32BIT_EQUIVALENT = {"float64": "float32", "int64": "int32", "uint64": "uint32", "complex128": "complex64"}
 
 
@@ -185,7 +187,7 @@ def _describe_layout(obj) -> ArrayFacts:
             framework, device, dtype, shape, None if strides == _c_strides(shape, itemsize) else strides, itemsize
         )
     if framework == "jax":
-        device = "cuda" if obj.devices().pop().platform == "gpu" else "cpu"
+        device = "cpu" if obj.devices().pop().platform == "cpu" else "cuda"
         return ArrayFacts(framework, device, obj.dtype.name, tuple(obj.shape), None, obj.dtype.itemsize)
     if framework == "numpy":
         return _facts_from_interface(framework, obj.__array_interface__, "cpu")
@@ -203,12 +205,14 @@ def obstacle(facts: ArrayFacts, to: str, *, jax_x64: bool = False) -> str | None
     name = TARGETS[to]
     if facts.framework == to:
         return None
-    if facts.framework == "cudf.DataFrame" and to != "cudf":
+    if facts.framework == "cudf.DataFrame":
+        if to == "cudf":
+            return None  # a Series is one of its columns, shared
         return (
             f"a cuDF DataFrame keeps every column in its own buffer (Arrow layout) and {name} needs one buffer: "
             "making a matrix of it copies every column (df.to_cupy())"
         )
-    if to == "cudf.DataFrame" and facts.framework != "cudf":
+    if to == "cudf.DataFrame" and facts.framework != "cudf" and len(facts.shape) != 1:
         return obstacle_for_dataframe()
     if facts.device == "cpu" and to in GPU_ONLY:
         return (
@@ -225,27 +229,28 @@ def obstacle(facts: ArrayFacts, to: str, *, jax_x64: bool = False) -> str | None
             f"the cuDF column has {facts.null_count} null(s) and {name} has no validity mask: it would read "
             "whatever bytes lie under the nulls; fill them first (series.fillna(...))"
         )
-    if facts.negative_strides and to in ("torch", "jax", "cudf"):
+    column = "cudf" if to == "cudf.DataFrame" else to  # a one-column DataFrame obeys the Series rules
+    if facts.negative_strides and column in ("torch", "jax", "cudf"):
         why = {
             "torch": "PyTorch cannot represent negative strides (importing them aborts the whole process)",
             "jax": "JAX imports only compact layouts",
             "cudf": "a cuDF column is one contiguous buffer",
-        }[to]
+        }[column]
         return f"the array has negative strides (a reversed view) and {why}: make it contiguous (a copy)"
-    if not facts.compact and to in ("jax", "cudf"):
-        why = "JAX imports only compact layouts" if to == "jax" else "a cuDF column is one contiguous buffer"
+    if not facts.compact and column in ("jax", "cudf"):
+        why = "JAX imports only compact layouts" if column == "jax" else "a cuDF column is one contiguous buffer"
         return f"the array is a strided view with gaps between elements and {why}: make it contiguous (a copy)"
-    if to == "cudf":
+    if column == "cudf":
         if len(facts.shape) != 1:
             return f"a cuDF Series is one column and the array has {len(facts.shape)} dimensions"
         if facts.strides is not None:
             return "a cuDF column is one contiguous buffer and the array is strided"
         if facts.dtype in CUDF_UNSUPPORTED_DTYPES:
             return f"cuDF has no {facts.dtype} columns: cast first, e.g. x.astype('float32') (a copy)"
-    if to == "jax" and facts.alignment < JAX_ALIGNMENT:
+    if to == "jax" and facts.device == "cpu" and facts.alignment < JAX_ALIGNMENT:
         return (
-            f"JAX shares only buffers aligned to {JAX_ALIGNMENT} bytes and this one starts at an address aligned "
-            f"to {facts.alignment} (a view that starts inside a buffer?): JAX would copy it"
+            f"JAX on the CPU shares only buffers aligned to {JAX_ALIGNMENT} bytes and this one starts at an address "
+            f"aligned to {facts.alignment}: JAX would copy it"
         )
     if to == "jax" and not jax_x64 and facts.dtype in JAX_32BIT_EQUIVALENT:
         return (
@@ -270,6 +275,8 @@ def route(source: str, to: str) -> tuple[str, Callable]:
     key), so JAX goes to cuDF through a CuPy view.
     """
     speaks_dlpack = source in ("cupy", "torch", "jax", "numpy")
+    if to == "cudf" and source == "cudf.DataFrame":
+        return "x[x.columns[0]]  # one column", lambda x: x[x.columns[0]]
     if to == "cupy":
         if speaks_dlpack:
             return "cupy.from_dlpack(x)", lambda x: _module("cupy").from_dlpack(x)
@@ -293,17 +300,18 @@ def route(source: str, to: str) -> tuple[str, Callable]:
         return "cudf.Series(x)", lambda x: _module("cudf").Series(x)
     if to == "numpy":
         return "numpy.from_dlpack(x)", lambda x: _module("numpy").from_dlpack(x)
-    if to == "cudf" and source == "cudf.DataFrame":
-        return "x[x.columns[0]]  # one column", lambda x: x[x.columns[0]]
     if to == "cudf.DataFrame" and source == "cudf":
         return "x.to_frame()", lambda x: x.to_frame()
-    if to == "cudf.DataFrame":
-        raise ValueError(f"no call makes a cuDF DataFrame from {source} without copying: {obstacle_for_dataframe()}")
+    if to == "cudf.DataFrame":  # one column, shared (measured); matrices are refused by obstacle()
+        return "cudf.DataFrame(cupy.asarray(x))", lambda x: _module("cudf").DataFrame(_to_cupy_view(x))
     raise ValueError(f"unknown framework {to!r}; choose one of {', '.join(TARGETS)}")
 
 
 def obstacle_for_dataframe() -> str:
-    return "a cuDF DataFrame keeps every column in its own buffer: building one from an array copies every column"
+    return (
+        "a cuDF DataFrame keeps every column in its own buffer and a matrix keeps all its columns in one: "
+        "building a DataFrame from a matrix copies every column"
+    )
 
 
 def _copy_route(facts: ArrayFacts, to: str) -> tuple[str, Callable]:
@@ -427,6 +435,7 @@ class ConversionRow:
     zero_copy: bool
     seconds: float  # median per call
     why_copy: str
+    predicted_zero_copy: bool  # what share()'s rules (obstacle) expected, to be checked against zero_copy
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -434,7 +443,7 @@ class ConversionRow:
             "to": TARGETS[self.target],
             "call": self.call,
             "zero-copy": "yes" if self.zero_copy else "no",
-            "µs per call": round(self.seconds * 1e6, 1),
+            "cost per call": format_seconds(self.seconds),
             "why a copy": self.why_copy,
         }
 
@@ -473,7 +482,8 @@ def conversion_table(
             result = call(obj)
             shared = same_memory(result, obj)
             why = "" if shared else (problem or "the library copied (measured)")
-            rows.append(ConversionRow(source, target, text, shared, timer(lambda c=call, o=obj: c(o)), why))
+            seconds = timer(lambda c=call, o=obj: c(o))
+            rows.append(ConversionRow(source, target, text, shared, seconds, why, problem is None))
     return rows
 
 
