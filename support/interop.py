@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from support.bench import format_seconds
 
 __all__ = [
+    "aligned_host_array",
     "describe_stream",
     "handoff_outcome",
     "refusal",
@@ -441,9 +442,9 @@ class ConversionRow:
         return {
             "from": TARGETS[self.source],
             "to": TARGETS[self.target],
-            "call": self.call,
             "zero-copy": "yes" if self.zero_copy else "no",
             "cost per call": format_seconds(self.seconds),
+            "call": self.call,
             "why a copy": self.why_copy,
         }
 
@@ -570,3 +571,19 @@ def handoff_outcome(obj, to: str) -> str:
     if same_memory(result, obj):
         return "shared"
     return f"copy to {describe(result).dtype}"
+
+
+def aligned_host_array(count: int, dtype="float32", alignment: int = JAX_ALIGNMENT):
+    """A NumPy array of ``count`` values 0, 1, 2, ... whose first element sits on an ``alignment``-byte boundary.
+
+    NumPy guarantees only 16-byte alignment, so whether JAX on the CPU can share a fresh NumPy array is
+    chance; this makes it a decision.
+    """
+    import numpy as np
+
+    itemsize = np.dtype(dtype).itemsize
+    raw = np.empty(count * itemsize + alignment, dtype=np.uint8)
+    start = (-raw.ctypes.data) % alignment
+    array = raw[start : start + count * itemsize].view(dtype)
+    array[:] = np.arange(count)
+    return array

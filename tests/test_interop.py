@@ -16,13 +16,7 @@ jnp = pytest.importorskip("jax.numpy")
 
 
 def aligned(n, dtype=np.float32, alignment=64):
-    """A NumPy array whose first element sits on an ``alignment``-byte boundary (NumPy guarantees only 16)."""
-    itemsize = np.dtype(dtype).itemsize
-    raw = np.empty(n * itemsize + alignment, dtype=np.uint8)
-    start = (-raw.ctypes.data) % alignment
-    array = raw[start : start + n * itemsize].view(dtype)
-    array[:] = np.arange(n)
-    return array
+    return interop.aligned_host_array(n, dtype, alignment)
 
 
 def host_jax(values):
