@@ -157,8 +157,8 @@ def _alignment(address: int, cap: int = 256) -> int:
 def describe(obj) -> ArrayFacts:
     """The :class:`ArrayFacts` of a supported object, read from its own metadata (nothing is copied)."""
     facts = _describe_layout(obj)
-    if facts.framework == "cudf.DataFrame" or math.prod(facts.shape) == 0:
-        return facts
+    if facts.framework == "cudf.DataFrame" or facts.itemsize == 0 or math.prod(facts.shape) == 0:
+        return facts  # no single buffer of fixed-size values to locate
     return dataclasses.replace(facts, alignment=_alignment(device_pointer(obj)))
 
 
@@ -174,8 +174,9 @@ def _describe_layout(obj) -> ArrayFacts:
 
         try:
             dtype = np.dtype(obj.dtype)
-            name, itemsize = dtype.name, dtype.itemsize
-        except TypeError:  # strings, lists, decimals, categories: cuDF-only types
+            fixed_size = dtype.kind in "biufcmM"
+            name, itemsize = (dtype.name, dtype.itemsize) if fixed_size else (str(obj.dtype), 0)
+        except TypeError:  # lists, structs, decimals, categories: cuDF-only types
             name, itemsize = str(obj.dtype), 0
         return ArrayFacts(framework, "cuda", name, (len(obj),), None, itemsize, int(obj.null_count))
     if framework == "torch":
@@ -215,6 +216,14 @@ def obstacle(facts: ArrayFacts, to: str, *, jax_x64: bool = False) -> str | None
         )
     if to == "cudf.DataFrame" and facts.framework != "cudf" and len(facts.shape) != 1:
         return obstacle_for_dataframe()
+    if facts.framework == "cudf" and facts.itemsize == 0:
+        return (
+            f"the cuDF column holds {facts.dtype} values, which are not one buffer of fixed-size values "
+            f"(strings, for one, are offsets plus characters): {name} cannot wrap it; convert it first "
+            "(e.g. .str.len(), or .astype('category').cat.codes)"
+        )
+    if facts.dtype.startswith(("datetime64", "timedelta64")) and to in ("torch", "jax"):
+        return f"{name} has no {facts.dtype} dtype: view the values as integers first (x.astype('int64'))"
     if facts.device == "cpu" and to in GPU_ONLY:
         return (
             f"the array lives in host memory and {name} keeps arrays in GPU memory: "

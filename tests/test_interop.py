@@ -37,6 +37,20 @@ def test_a_plain_gpu_vector_can_go_anywhere_on_the_gpu():
         assert obstacle(gpu_facts(), target) is None
 
 
+def test_cudf_columns_without_fixed_size_values_cannot_be_wrapped():
+    strings = gpu_facts(framework="cudf", dtype="object", itemsize=0)
+    reason = obstacle(strings, "cupy")
+    assert "not one buffer of fixed-size values" in reason and ".str.len()" in reason
+    assert "not one buffer" in obstacle(strings, "cudf.DataFrame")  # not measured: refused rather than guessed
+
+
+@pytest.mark.parametrize("target", ["torch", "jax"])
+def test_datetimes_must_be_viewed_as_integers_for_torch_and_jax(target):
+    reason = obstacle(gpu_facts(dtype="datetime64[ns]", itemsize=8), target)
+    assert "no datetime64[ns] dtype" in reason and "astype('int64')" in reason
+    assert obstacle(gpu_facts(dtype="datetime64[ns]", itemsize=8), "cupy") is None
+
+
 def test_same_framework_needs_nothing():
     assert obstacle(gpu_facts(), "cupy") is None
 
