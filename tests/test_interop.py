@@ -325,3 +325,13 @@ def test_routes_name_a_call_for_every_pair():
                 assert "x" in text and callable(call)
     with pytest.raises(ValueError, match="unknown framework"):
         interop.route("cupy", "tensorflow")
+
+
+def test_allow_copy_cannot_invent_a_nan_for_integer_nulls():
+    with pytest.raises(ZeroCopyError, match="integers have no NaN"):
+        interop._copy_route(gpu_facts(framework="cudf", dtype="int64", itemsize=8, null_count=1), "cupy")
+
+
+def test_allow_copy_cannot_give_cudf_a_dtype_it_lacks():
+    with pytest.raises(ZeroCopyError, match="no float16 columns"):
+        interop._copy_route(gpu_facts(dtype="float16", itemsize=2), "cudf")
