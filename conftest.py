@@ -66,7 +66,7 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def skip_or_fail():
     """Call with a reason to skip here, or to fail in CI, where every tool is installed."""
 

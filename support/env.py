@@ -8,9 +8,8 @@ allocators) that a chapter may want to control itself.
 Examples
 --------
 >>> from support import env
->>> probe = env.probe_gpus()
->>> probe.available in (True, False)
-True
+>>> print(env.banner_text(env.GpuProbe(problem="no NVIDIA driver"), {"cupy": None}).splitlines()[0])
+No usable CUDA GPU: no NVIDIA driver
 >>> env.banner()  # doctest: +SKIP
 GPU 0: NVIDIA H100 80GB HBM3 · 79.2 GiB · compute capability 9.0 · 132 SMs
 driver 580.159.04 · CUDA 13.0 (driver API)

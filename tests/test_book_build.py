@@ -1,7 +1,6 @@
 """The book builds from the committed outputs (``make book``) and every page loads in a real browser."""
 
 import importlib.util
-import os
 import re
 import shutil
 import subprocess
@@ -28,12 +27,9 @@ CHROMIUM_FLAGS = [
 
 
 @pytest.fixture(scope="module")
-def built_book():
+def built_book(skip_or_fail):
     if importlib.util.find_spec("jupyter_book") is None:
-        reason = "jupyter-book is not installed in this environment (make test installs it in .venv)"
-        if os.environ.get("CI"):
-            pytest.fail(f"{reason} (CI installs it: see .ci/run)")
-        pytest.skip(reason)
+        skip_or_fail("jupyter-book is not installed in this environment (make test installs it in .venv)")
     result = subprocess.run(
         ["make", "--no-print-directory", "book", f"PYTHON={sys.executable}"],
         cwd=book.ROOT,

@@ -335,3 +335,12 @@ def test_allow_copy_cannot_invent_a_nan_for_integer_nulls():
 def test_allow_copy_cannot_give_cudf_a_dtype_it_lacks():
     with pytest.raises(ZeroCopyError, match="no float16 columns"):
         interop._copy_route(gpu_facts(dtype="float16", itemsize=2), "cudf")
+
+
+def test_jax_on_the_cpu_really_copies_a_buffer_that_is_not_64_byte_aligned():
+    """The measurement behind the alignment rule (and chapter 3's prose): NumPy promises only 16 bytes."""
+    base = aligned(32, alignment=256)
+    sixteen_aligned = base[4:]  # starts 16 bytes in
+    assert describe(sixteen_aligned).alignment == 16
+    assert interop.handoff_outcome(sixteen_aligned, "jax") == "copy to float32"
+    assert interop.handoff_outcome(base[16:], "jax") == "shared"  # 64 bytes in
