@@ -5,6 +5,8 @@
 - ``--require-gpu`` (``make test-gpu``) turns that skip into a failure: the run stops and says why.
 - nbval ignores stderr (library warnings, progress bars) when comparing outputs; tests/nbval_sanitize.cfg masks
   timings, addresses, GPU names and versions.
+- Where there is no GPU, Numba's CUDA simulator is switched on (``NUMBA_ENABLE_CUDASIM=1``) before anything
+  imports Numba, so the CUDA kernels of support/ecg are tested on the CPU; on a GPU host they run on the GPU.
 - The ``skip_or_fail`` fixture skips a test whose tool is missing here, but fails it in CI (``CI`` set),
   where .ci/run installs every tool.
 """
@@ -39,6 +41,11 @@ def gpu_skip_reason() -> str | None:
     if missing:
         return f"needs the book's GPU stack (environment.yml); not importable here: {', '.join(missing)}"
     return None
+
+
+def pytest_configure(config):
+    if env.probe_gpus().available is False:
+        os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
 
 
 def pytest_sessionstart(session):

@@ -1,0 +1,34 @@
+"""The CUDA versions of :mod:`support.ecg.kernels`, compiled from the same Python functions.
+
+They live in their own module, with ``cuda`` a module global, so that Numba's CUDA simulator can stand in
+for the GPU in tests. Call them through :mod:`support.ecg.kernels`, which checks the arguments.
+"""
+
+from numba import cuda
+
+from support.ecg.kernels import _embedded_value, _is_peak, _is_plausible
+
+is_peak = cuda.jit(device=True)(_is_peak)
+is_plausible = cuda.jit(device=True)(_is_plausible)
+embedded_value = cuda.jit(device=True)(_embedded_value)
+
+
+@cuda.jit
+def gate(y, half_window, threshold, out):
+    i = cuda.grid(1)
+    if i < y.shape[0]:
+        out[i] = 1 if is_peak(y, i, half_window, threshold) else 0
+
+
+@cuda.jit
+def plausible(peaks, min_gap, max_gap, out):
+    k = cuda.grid(1)
+    if k < peaks.shape[0]:
+        out[k] = 1 if is_plausible(peaks, k, min_gap, max_gap) else 0
+
+
+@cuda.jit
+def embed(signal, peaks, keep, rows, anchor, out):
+    k, column = cuda.grid(2)
+    if k < peaks.shape[0] and column < out.shape[1] and keep[k]:
+        out[rows[k], column] = embedded_value(signal, peaks, k, column, anchor)

@@ -1,0 +1,324 @@
+"""The ECG pipeline, stage by stage, on the GPU (cuDF, CuPy, Numba, PyTorch) or on the CPU (pandas, NumPy and
+SciPy, Numba, PyTorch) with the same functions.
+
+======================  ==========================================================================
+stage                   what happens
+======================  ==========================================================================
+read                    the CSV into memory (cuDF on the GPU, pandas on the CPU), gaps repaired
+convolve                Ricker-wavelet response and baseline removal, both through the FFT
+gate                    threshold and non-maximum suppression (Numba kernel): beat candidates
+lengths                 RR intervals between candidates (``diff``)
+embed                   plausibility pruning and embedding into a beats × width matrix (Numba kernels)
+to torch                the matrix handed to PyTorch (DLPack, no copy)
+train                   the variational autoencoder on 75 % of the beats
+score                   reconstruction error of the other 25 %
+======================  ==========================================================================
+
+:func:`run_pipeline` runs them in order and reports each stage's time (the GPU waited for), the peak GPU
+memory it allocated (with :func:`support.memory.use_one_pool`) and, given a
+:class:`support.traffic.TrafficMeter`, the bytes it copied between host and GPU.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from support.ecg import beats as beat_tools
+from support.ecg import detection, kernels, reading, vae
+from support.ecg.backend import array_module, synchronize, to_host
+from support.ecg.synthetic import KINDS, NORMAL
+from support.memory import MemoryUse, memory_scope
+
+STAGES = ("read", "convolve", "gate", "lengths", "embed", "to torch", "train", "score")
+#: The stages both sides run with the same algorithm; the GPU/CPU comparison covers these.
+SHARED_STAGES = ("read", "convolve", "gate", "embed")
+MIN_SECONDS = 10.0
+
+
+@dataclass(frozen=True)
+class PipelineConfig:
+    """Settings of one run. ``fs`` is the sampling rate of the CSV (a CSV does not carry it)."""
+
+    fs: float = 250.0
+    refractory_s: float = 0.2  # the suppression window reaches this far on each side of a peak
+    limits: beat_tools.RRLimits = beat_tools.RRLimits()
+    train_fraction: float = 0.75
+    epochs: int = 12
+    batch_size: int = 512
+    latent: int = 2  # a narrow bottleneck: rare shapes (ectopic beats) stay hard to reconstruct
+    seed: int = 0
+    progress: bool = True
+
+    def __post_init__(self):
+        detection.ricker(self.fs)  # refuses a sampling rate at which the QRS wavelet has no shape
+        if not 0 < self.train_fraction < 1:
+            raise ValueError(f"train_fraction must lie strictly between 0 and 1, not {self.train_fraction}")
+        if self.epochs < 1 or self.batch_size < 1:
+            raise ValueError(f"need at least one epoch and a batch of at least 1, got {self.epochs}, {self.batch_size}")
+
+    @property
+    def half_window(self) -> int:
+        return max(1, round(self.refractory_s * self.fs))
+
+
+@dataclass
+class StageReport:
+    """One stage of one run."""
+
+    name: str
+    seconds: float
+    memory: MemoryUse
+
+
+@dataclass
+class StageLog:
+    """Times every stage (waiting for the GPU at its end), counts its memory and, with a meter, its copies."""
+
+    meter: object = None  # support.traffic.TrafficMeter
+    reports: list[StageReport] = field(default_factory=list)
+
+    @contextlib.contextmanager
+    def stage(self, name: str):
+        traffic = self.meter.stage(name) if self.meter is not None else contextlib.nullcontext()
+        with traffic, memory_scope() as memory:
+            synchronize()
+            start = time.perf_counter()
+            yield
+            synchronize()
+            seconds = time.perf_counter() - start
+        self.reports.append(StageReport(name, seconds, memory))
+
+    def seconds(self) -> dict[str, float]:
+        return {r.name: r.seconds for r in self.reports}
+
+    def total(self) -> float:
+        return sum(r.seconds for r in self.reports)
+
+
+def check_length(signal, fs: float) -> None:
+    """Refuse a signal too short to hold a few beats and the windows of the pipeline."""
+    seconds = len(signal) / fs
+    if seconds < MIN_SECONDS:
+        raise reading.SignalError(
+            f"the signal lasts {seconds:.2f} s ({len(signal)} samples at {fs:g} Hz); the pipeline needs at least "
+            f"{MIN_SECONDS:g} s to find beats and their intervals"
+        )
+
+
+def convolve(signal, fs: float):
+    """The Ricker-wavelet response (for finding beats) and the signal without baseline wander (for embedding)."""
+    xp = array_module(signal)
+    response = detection.fft_convolve_same(signal, detection.ricker(fs, xp=xp))
+    return response, detection.remove_baseline(signal, fs)
+
+
+def find_candidates(response, config: PipelineConfig):
+    """Sample positions (int64) where the non-maximum-suppression gate opens."""
+    xp = array_module(response)
+    threshold = detection.peak_threshold(response)
+    gate = kernels.peak_gate(response, half_window=config.half_window, threshold=threshold)
+    return xp.flatnonzero(gate)
+
+
+def beat_lengths(candidates):
+    """Samples between consecutive candidates: the RR intervals, where each candidate is a beat."""
+    return array_module(candidates).diff(candidates)
+
+
+def to_torch(matrix):
+    """The beats as a PyTorch tensor over the same memory (DLPack); raises if a copy would be needed."""
+    import torch
+
+    if array_module(matrix) is np:
+        return torch.from_numpy(matrix)
+    from support.interop import share
+
+    return share(matrix, "torch")
+
+
+def split(count: int, fraction: float, seed: int, device) -> tuple:
+    """A random split of ``count`` rows into training and test rows, drawn on ``device``."""
+    import torch
+
+    generator = torch.Generator(device=device).manual_seed(seed)
+    order = torch.randperm(count, device=device, generator=generator)
+    cut = int(round(fraction * count))
+    if cut < 2 or cut >= count:
+        raise reading.SignalError(f"{count} beats are too few to split into training and test sets")
+    return order[:cut], order[cut:]
+
+
+@dataclass
+class PipelineResult:
+    """Everything a run produced, where it lives (GPU arrays on the GPU), and its stage log."""
+
+    config: PipelineConfig
+    recording: reading.Recording
+    response: object
+    clean: object
+    candidates: object
+    lengths: object
+    beats: beat_tools.Beats
+    tensor: object
+    train_rows: object
+    test_rows: object
+    training: vae.Training
+    scores: object
+    log: StageLog
+
+
+def run_pipeline(path, config: PipelineConfig = PipelineConfig(), *, on: str = "gpu", log: StageLog | None = None):
+    """Run every stage on ``on`` ("gpu" or "cpu") from the CSV at ``path`` to anomaly scores."""
+    log = log or StageLog()
+    with log.stage("read"):
+        recording = reading.read_signal(Path(path), on=on)
+        check_length(recording.signal, config.fs)
+    return run_from_signal(recording, config, log=log)
+
+
+def run_from_signal(recording: reading.Recording, config: PipelineConfig, *, log: StageLog | None = None):
+    """The stages after ``read``, for a signal already in memory (a WFDB record, a synthetic one)."""
+    log = log or StageLog()
+    signal = recording.signal
+    check_length(signal, config.fs)
+    with log.stage("convolve"):
+        response, clean = convolve(signal, config.fs)
+    with log.stage("gate"):
+        candidates = find_candidates(response, config)
+    with log.stage("lengths"):
+        lengths = beat_lengths(candidates)
+    with log.stage("embed"):
+        beats = beat_tools.extract_beats(clean, candidates, config.fs, limits=config.limits)
+        if len(beats) < 8:
+            raise reading.SignalError(
+                f"only {len(beats)} plausible beats were found in {len(signal) / config.fs:.1f} s; is this an ECG "
+                f"sampled at {config.fs:g} Hz?"
+            )
+    with log.stage("to torch"):
+        tensor = to_torch(beats.matrix)
+    with log.stage("train"):
+        train_rows, test_rows = split(len(beats), config.train_fraction, config.seed, tensor.device)
+        training = vae.train(
+            tensor[train_rows],
+            latent=config.latent,
+            epochs=config.epochs,
+            batch_size=config.batch_size,
+            seed=config.seed,
+            progress=config.progress,
+        )
+    with log.stage("score"):
+        scores = vae.anomaly_scores(training.model, tensor[test_rows])
+    return PipelineResult(
+        config,
+        recording,
+        response,
+        clean,
+        candidates,
+        lengths,
+        beats,
+        tensor,
+        train_rows,
+        test_rows,
+        training,
+        scores,
+        log,
+    )
+
+
+def evaluate_scores(scores, labels) -> dict[str, float]:
+    """AUROC and precision at the labelled rate of anomaly ``scores`` against ground-truth ``labels`` (0 = normal)."""
+    from support.ecg import metrics
+
+    labels = np.asarray(labels)
+    scores = np.asarray(scores)
+    anomalous = labels != 0
+    quality = {
+        "test_beats": int(len(anomalous)),
+        "test_anomalies": int(anomalous.sum()),
+        "auroc": metrics.auroc(scores, anomalous),
+        "precision_at_rate": metrics.precision_at_rate(scores, anomalous),
+    }
+    for label, name in KINDS.items():  # each kind of anomaly against the normal beats alone
+        chosen = (labels == label) | (labels == NORMAL)
+        if label != NORMAL and (labels == label).any() and (labels == NORMAL).any():
+            quality[f"auroc {name} vs normal"] = metrics.auroc(scores[chosen], labels[chosen] == label)
+    return quality
+
+
+def evaluate(result: PipelineResult, r_peaks: np.ndarray, labels: np.ndarray) -> dict[str, float]:
+    """Detection and scoring quality of a run against the ground truth (on the host, after the pipeline)."""
+    peaks = to_host(result.beats.peaks)
+    test_rows = result.test_rows.cpu().numpy()
+    truth = beat_tools.true_labels_of(peaks[test_rows], r_peaks, labels)
+    tolerance = max(1, round(0.05 * result.config.fs))
+    return {
+        "beats_true": int(len(r_peaks)),
+        "beats_detected": int(len(peaks)),
+        "detected_within_50ms": beat_tools.match_rate(peaks, r_peaks, tolerance),
+    } | evaluate_scores(result.scores.cpu().numpy(), truth)
+
+
+def time_shared_stages(path, config: PipelineConfig, *, on: str, warmup: int = 1, repeat: int = 3) -> dict:
+    """Time each stage of :data:`SHARED_STAGES` on ``on``: CUDA events on the GPU, the wall clock on the CPU.
+
+    Each stage is fed the output of the one before, made once outside the timing.
+    """
+    from support import bench
+
+    def timed(fn, label):
+        clock = bench.time_cuda if on == "gpu" else bench.time_wall
+        return clock(fn, label=label, warmup=warmup, repeat=repeat)
+
+    fs = config.fs
+    timings = {"read": timed(lambda: reading.read_signal(path, on=on), "read")}
+    signal = reading.read_signal(path, on=on).signal
+    timings["convolve"] = timed(lambda: convolve(signal, fs), "convolve")
+    response, clean = convolve(signal, fs)
+    timings["gate"] = timed(lambda: find_candidates(response, config), "gate")
+    candidates = find_candidates(response, config)
+    timings["embed"] = timed(lambda: beat_tools.extract_beats(clean, candidates, fs, limits=config.limits), "embed")
+    return timings
+
+
+def speedup_rows(cpu: dict, gpu: dict, cpu_scale: float) -> list[dict]:
+    """One row per shared stage and a total: the CPU median times ``cpu_scale``, the GPU median, the ratio."""
+    from support.bench import format_seconds
+
+    rows = []
+    for stage in [*cpu, "total"]:
+        cpu_s = sum(t.median for t in cpu.values()) if stage == "total" else cpu[stage].median
+        gpu_s = sum(t.median for t in gpu.values()) if stage == "total" else gpu[stage].median
+        cpu_s *= cpu_scale
+        rows.append(
+            {
+                "stage": stage,
+                "CPU (scaled)": format_seconds(cpu_s),
+                "GPU": format_seconds(gpu_s),
+                "speed-up": cpu_s / gpu_s,
+            }
+        )
+    return rows
+
+
+def scale_factor(full_samples: int, subset_samples: int) -> float:
+    """How much longer the full signal is than a subset timed on the CPU (the CPU figure is scaled by it)."""
+    if subset_samples <= 0 or full_samples < subset_samples:
+        raise ValueError(f"a subset of {subset_samples} samples cannot stand for {full_samples}")
+    return full_samples / subset_samples
+
+
+def write_head(path, out, seconds: float, fs: float) -> int:
+    """Copy the first ``seconds`` of a one-value-per-line CSV to ``out``; returns the lines copied."""
+    lines = math.ceil(seconds * fs)
+    with open(path) as source, open(out, "w") as target:
+        for count, line in enumerate(source):
+            if count >= lines:
+                return count
+            target.write(line)
+    return count + 1

@@ -1,0 +1,99 @@
+"""Figures of the ECG chapter. Whatever is summarized (envelopes, histograms) is summarized where the data
+lives; only the few numbers a figure draws travel to the host."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from support.ecg.backend import array_module, to_host
+from support.ecg.synthetic import KINDS
+
+DPI = 90
+
+
+def _figure(rows: int = 1, cols: int = 1, size=(9, 3)):
+    import matplotlib.pyplot as plt
+
+    return plt.subplots(rows, cols, figsize=size, dpi=DPI, layout="constrained")
+
+
+def envelope(signal, bins: int = 2000):
+    """Minimum and maximum of ``signal`` in ``bins`` equal stretches (computed where the signal lives)."""
+    per_bin = max(1, len(signal) // bins)
+    usable = signal[: per_bin * (len(signal) // per_bin)].reshape(-1, per_bin)
+    return to_host(usable.min(axis=1)), to_host(usable.max(axis=1)), per_bin
+
+
+def stream_figure(signal, fs: float, peaks=None, zoom=(3600.0, 8.0)):
+    """The whole recording as a min/max envelope, and ``zoom`` = (start s, length s) with detected R peaks."""
+    low, high, per_bin = envelope(signal)
+    fig, (overview, detail) = _figure(2, 1, (9, 4.5))
+    hours = np.arange(len(low)) * per_bin / fs / 3600
+    overview.fill_between(hours, low, high, linewidth=0, color="tab:blue")
+    overview.set(xlabel="time (h)", ylabel="mV", title="the whole recording (min/max per bin)")
+    start = int(min(zoom[0], max(0.0, len(signal) / fs - zoom[1])) * fs)
+    stop = min(len(signal), start + int(zoom[1] * fs))
+    piece = to_host(signal[start:stop])
+    detail.plot(np.arange(start, stop) / fs, piece, linewidth=0.8, color="tab:blue")
+    if peaks is not None:
+        shown = to_host(peaks[(peaks >= start) & (peaks < stop)])
+        detail.plot(shown / fs, piece[shown - start], "v", color="tab:red", label="detected R peaks")
+        detail.legend(loc="upper right")
+    detail.set(xlabel="time (s)", ylabel="mV", title=f"{zoom[1]:g} s of it")
+    return fig
+
+
+def filter_figure(signal, clean, response, fs: float, start_s: float = 3600.0, seconds: float = 4.0):
+    """A few seconds of the signal, the signal without baseline wander, and the wavelet response."""
+    start = int(start_s * fs)
+    stop = start + int(seconds * fs)
+    t = np.arange(start, stop) / fs
+    fig, axes = _figure(3, 1, (9, 4.8))
+    for ax, series, title in zip(
+        axes, (signal, clean, response), ("as read", "baseline removed", "Ricker-wavelet response"), strict=True
+    ):
+        ax.plot(t, to_host(series[start:stop]), linewidth=0.8)
+        ax.set(ylabel="mV" if title != "Ricker-wavelet response" else "a.u.", title=title)
+    axes[-1].set(xlabel="time (s)")
+    return fig
+
+
+def lengths_figure(lengths, fs: float, bins: int = 120):
+    """Histogram of the intervals between candidates, in seconds (counted where the intervals live)."""
+    xp = array_module(lengths)
+    counts, edges = xp.histogram(lengths / fs, bins=bins, range=(0.0, 2.4))
+    counts, edges = to_host(counts), to_host(edges)
+    fig, ax = _figure(size=(7, 2.8))
+    ax.bar(edges[:-1], counts, width=np.diff(edges), align="edge", color="tab:blue")
+    ax.set(xlabel="interval between candidates (s)", ylabel="count", yscale="log", title="beat lengths")
+    return fig
+
+
+def latent_figure(latents, scores, labels):
+    """The latent means of the scored beats in their first two principal components, coloured by anomaly
+    score and by the ground-truth kind."""
+    import torch
+
+    centred = latents - latents.mean(dim=0)
+    _, _, components = torch.pca_lowrank(centred, q=2, center=False)
+    points = (centred @ components).cpu().numpy()
+    scores = np.asarray(scores)
+    labels = np.asarray(labels)
+    fig, (by_score, by_kind) = _figure(1, 2, (9, 3.6))
+    shown = by_score.scatter(points[:, 0], points[:, 1], c=np.log10(scores), s=3, cmap="viridis")
+    fig.colorbar(shown, ax=by_score, label="log10 anomaly score")
+    by_score.set(xlabel="PC 1", ylabel="PC 2", title="coloured by score")
+    for label, name in KINDS.items():
+        chosen = labels == label
+        by_kind.scatter(points[chosen, 0], points[chosen, 1], s=3 if label == 0 else 8, label=name)
+    by_kind.set(xlabel="PC 1", title="coloured by ground truth")
+    by_kind.legend(markerscale=2, loc="best")
+    return fig
+
+
+def speedup_figure(rows: list[dict]):
+    """Bars of the GPU speed-up per stage (log scale); ``rows`` have "stage" and "speed-up" (a number)."""
+    fig, ax = _figure(size=(6, 2.8))
+    ax.bar([r["stage"] for r in rows], [r["speed-up"] for r in rows], color="tab:green")
+    ax.set(yscale="log", ylabel="GPU speed-up (×)", title="same stages, same data: CPU time / GPU time")
+    return fig

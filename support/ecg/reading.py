@@ -1,0 +1,251 @@
+"""Reading an ECG: a one-column CSV straight into GPU memory with cuDF (or into host memory with pandas), or a
+WFDB record (PhysioNet's format, e.g. the MIT-BIH database) with the ``wfdb`` package.
+
+Bad input gets a :class:`SignalError` that names the problem and where it is, never a crash inside a library:
+an empty file, rows that are not numbers, missing values. One documented repair is made: an isolated missing
+sample (a blank line, ``nan``, ``NA``) whose neighbours are present becomes the mean of its neighbours; runs of
+two or more missing samples are an error, because inventing a stretch of ECG would invent beats.
+
+>>> import pathlib, tempfile
+>>> path = pathlib.Path(tempfile.mkdtemp()) / "ecg.csv"
+>>> _ = path.write_text("0.1\\n0.3\\nnan\\n0.7\\n")
+>>> recording = read_signal(path, on="cpu")
+>>> recording.signal.tolist(), recording.repaired
+([0.10000000149011612, 0.30000001192092896, 0.5, 0.699999988079071], 1)
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from support.ecg.backend import array_module, to_host
+
+#: Tokens that stand for a missing value (after stripping blanks), as pandas and cuDF read them.
+MISSING_TOKENS = frozenset({"", "nan", "NaN", "NAN", "NA", "N/A", "n/a", "null", "NULL", "None", "-nan", "-NaN"})
+SHOWN = 3  # bad rows quoted in an error
+
+
+class SignalError(ValueError):
+    """The input cannot be read as an ECG; the message says what is wrong and where."""
+
+
+@dataclass(frozen=True)
+class Recording:
+    """Samples (float32, NumPy or CuPy), where they came from, and how many isolated gaps were filled."""
+
+    signal: object
+    source: str
+    repaired: int = 0
+    fs: float | None = None  # known for WFDB records; a CSV does not say
+    column: object = None  # the cuDF column the samples were read into, when they share its memory
+
+
+def _first_line(path: Path) -> str:
+    with path.open("r", errors="replace") as handle:
+        return handle.readline().rstrip("\r\n")
+
+
+def _is_number(token: str) -> bool:
+    try:
+        float(token)
+    except ValueError:
+        return False
+    return True
+
+
+def _layout(path: Path, column: str | int | None) -> tuple[bool, str | int | None]:
+    """Whether the file has a header line, and which column to read."""
+    first = _first_line(path)
+    fields = first.split(",")
+    has_header = not all(_is_number(f.strip()) or f.strip() in MISSING_TOKENS for f in fields)
+    if column is None:
+        if len(fields) != 1:
+            raise SignalError(
+                f"{path}: expected one value per line, but line 1 has {len(fields)} fields ({first[:60]!r}); "
+                "pass column= to choose one"
+            )
+        return has_header, None  # one column: a row with more fields is an error, not ignored
+    if isinstance(column, str):
+        if not has_header:
+            raise SignalError(f"{path}: column {column!r} was asked for, but the file has no header line")
+        if column not in [f.strip() for f in fields]:
+            raise SignalError(f"{path}: no column {column!r}; the header has {[f.strip() for f in fields]}")
+        return has_header, column
+    if not 0 <= column < len(fields):
+        raise SignalError(f"{path}: column {column} does not exist; line 1 has {len(fields)} fields")
+    return has_header, column
+
+
+def _read_frame(path: Path, on: str, has_header: bool, column, as_text: bool):
+    if on == "gpu":
+        import cudf as library
+    elif on == "cpu":
+        import pandas as library
+    else:
+        raise ValueError(f"on must be 'gpu' or 'cpu', not {on!r}")
+    options = dict(header=0 if has_header else None, skip_blank_lines=False)
+    value_type = str if as_text else "float32"
+    if column is None:  # a second column catches rows with more than one value, which readers may drop
+        options.update(header=None, skiprows=1 if has_header else 0, names=["value", "extra"])
+        options.update(dtype={"value": value_type, "extra": str})
+    else:
+        options.update(usecols=[column], dtype=value_type)
+    if as_text:
+        options.update(keep_default_na=False, na_filter=False)
+    try:
+        frame = library.read_csv(path, **options)
+    except Exception as error:  # the libraries raise many types; say which file and what they said
+        raise SignalError(f"{path} could not be read as a CSV of numbers: {str(error).strip()}") from error
+    if column is None:
+        extra = frame["extra"]
+        crowded = (extra.fillna("").str.len() > 0) if as_text else extra.notna()
+        if bool(crowded.any()):
+            rows = to_host(crowded.to_numpy() if on == "cpu" else crowded.values).nonzero()[0]
+            row = int(rows[0])
+            raise SignalError(
+                f"{path}: {len(rows)} rows have more than one value, first at line {row + (2 if has_header else 1)} "
+                f"({_text_at(frame['value'], row)!r}, then {_text_at(extra, row)!r}); expected one value per line"
+            )
+        return frame["value"]
+    return frame[frame.columns[0]]
+
+
+def _null_count(series) -> int:
+    return int(series.null_count) if hasattr(series, "null_count") else int(series.isna().sum())
+
+
+def _values(series, on: str):
+    """The column as an array where it lives (CuPy on the GPU, shared with cuDF when it has no nulls)."""
+    if on == "gpu":
+        from support.interop import share
+
+        if _null_count(series):
+            return series.to_cupy(na_value=math.nan)
+        return share(series, "cupy")
+    return series.to_numpy(dtype=np.float32, na_value=np.nan)
+
+
+def read_signal(path, *, on: str = "gpu", column: str | int | None = None) -> Recording:
+    """Read one column of numbers from a CSV into GPU memory (``on="gpu"``, cuDF) or host memory (pandas).
+
+    The file has one value per line, with or without a header line; for a file with several columns, name the
+    column. Rows that are not numbers raise :class:`SignalError` quoting the first ones with their line numbers.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no ECG file at {path}")
+    if path.stat().st_size == 0:
+        raise SignalError(f"{path} is empty: expected one number per line")
+    has_header, column = _layout(path, column)
+    try:
+        series = _read_frame(path, on, has_header, column, as_text=False)
+        bad = None
+    except SignalError:  # a reader that refuses non-numbers (pandas does): find them as text
+        series, bad = None, _read_frame(path, on, has_header, column, as_text=True)
+    first_line = 2 if has_header else 1
+    if series is not None and len(series) == 0:
+        raise SignalError(f"{path} has a header but no samples")
+    if series is not None and not _null_count(series):
+        return Recording(_values(series, on), str(path), column=series if on == "gpu" else None)
+    text = bad if bad is not None else _read_frame(path, on, has_header, column, as_text=True)
+    return _repair_or_refuse(series, text, on, path, first_line)
+
+
+def _repair_or_refuse(series, text, on: str, path: Path, first_line: int) -> Recording:
+    """Classify the rows that did not parse: missing values (repaired when isolated) or not numbers (refused)."""
+    stripped = text.fillna("").str.strip()  # cuDF leaves empty fields null even as text
+    missing_token = stripped.isin(sorted(MISSING_TOKENS))
+    if on == "gpu":
+        import cudf
+
+        numeric = cudf.to_numeric(stripped.where(~missing_token, None), errors="coerce")
+    else:
+        import pandas
+
+        numeric = pandas.to_numeric(stripped.where(~missing_token, None), errors="coerce")
+    not_number = numeric.isna() & ~missing_token
+    if bool(not_number.any()):
+        rows = to_host(not_number.to_numpy() if on == "cpu" else not_number.values).nonzero()[0]
+        quoted = ", ".join(f"line {first_line + r}: {_text_at(text, r)!r}" for r in rows[:SHOWN])
+        raise SignalError(f"{path}: {len(rows)} rows are not numbers ({quoted}{', …' if len(rows) > SHOWN else ''})")
+    values = _values(numeric.astype("float32"), on)
+    return repair_isolated_gaps(values, str(path), first_line)
+
+
+def _text_at(series, row: int) -> str:
+    return str(series.iloc[int(row)])
+
+
+def repair_isolated_gaps(values, source: str, first_line: int = 1) -> Recording:
+    """Fill each NaN whose neighbours are numbers with their mean; refuse runs of NaN, naming where they are."""
+    xp = array_module(values)
+    missing = xp.isnan(values)
+    count = int(missing.sum())
+    if count == 0:
+        return Recording(values, source)
+    if len(values) < 3:
+        raise SignalError(f"{source}: {count} of its {len(values)} samples are missing")
+    previous_missing = xp.concatenate([xp.ones(1, bool), missing[:-1]])
+    next_missing = xp.concatenate([missing[1:], xp.ones(1, bool)])
+    isolated = missing & ~previous_missing & ~next_missing
+    in_runs = missing & ~isolated
+    if bool(in_runs.any()):
+        rows = to_host(xp.flatnonzero(in_runs)[:SHOWN])
+        where = ", ".join(f"line {first_line + int(r)}" for r in rows)
+        raise SignalError(
+            f"{source}: {int(in_runs.sum())} missing samples lie in runs (or at either end), first at {where}; "
+            "only isolated missing samples are filled in, by the mean of their neighbours"
+        )
+    filled = values.copy()
+    neighbours_mean = (xp.roll(values, 1) + xp.roll(values, -1)) / 2
+    filled[isolated] = neighbours_mean[isolated]
+    return Recording(filled, source, repaired=count)
+
+
+def read_wfdb(record, *, channel: int | str = 0) -> Recording:
+    """Read one channel of a WFDB record (``record`` is the path without extension) into host memory, in mV.
+
+    Needs the ``wfdb`` package. Samples the record marks invalid become NaN and are repaired as in a CSV.
+    """
+    try:
+        import wfdb
+    except ImportError:
+        raise ModuleNotFoundError("reading WFDB records needs the wfdb package: pip install wfdb") from None
+    record = str(record)
+    if not Path(record + ".hea").is_file():
+        raise FileNotFoundError(f"no WFDB header at {record}.hea (pass the record path without extension)")
+    header = wfdb.rdheader(record)
+    names = list(header.sig_name or [])
+    index = names.index(channel) if isinstance(channel, str) and channel in names else channel
+    if not isinstance(index, int) or not 0 <= index < header.n_sig:
+        raise SignalError(f"{record}: no channel {channel!r}; the record has {names}")
+    data = wfdb.rdrecord(record, channels=[index], physical=True)
+    unit = (data.units or ["mV"])[0]
+    scale = {"mV": 1.0, "uV": 1e-3, "µV": 1e-3, "V": 1e3}.get(unit)
+    if scale is None:
+        raise SignalError(f"{record}: channel {names[index]!r} is in {unit!r}, not a voltage this reader knows")
+    signal = (data.p_signal[:, 0] * scale).astype(np.float32)
+    if len(signal) == 0:
+        raise SignalError(f"{record} has no samples")
+    repaired = repair_isolated_gaps(signal, record)
+    return Recording(repaired.signal, record, repaired.repaired, fs=float(data.fs))
+
+
+def write_csv(signal, path, decimals: int = 4) -> Path:
+    """Write samples one per line, no header, rounded to ``decimals`` (with cuDF for a CuPy array)."""
+    path = Path(path)
+    xp = array_module(signal)
+    rounded = xp.round(signal.astype(xp.float64), decimals)
+    if xp is np:
+        import pandas
+
+        pandas.Series(rounded).to_csv(path, index=False, header=False, float_format=f"%.{decimals}f")
+    else:
+        import cudf
+
+        cudf.DataFrame({"mv": rounded}).to_csv(path, index=False, header=False)
+    return path

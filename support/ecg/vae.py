@@ -1,0 +1,142 @@
+"""A convolutional variational autoencoder for heartbeats, and anomaly scores from its reconstruction error.
+
+The model learns what most beats look like; a beat it reconstructs badly is unusual. It trains on whatever
+device its beats are on (a CUDA tensor trains on the GPU) and creates its weights there, so no weight crosses
+the host link.
+
+>>> import torch
+>>> model = BeatVAE(width=64, latent=4)
+>>> model(torch.zeros(2, 64))[0].shape
+torch.Size([2, 64])
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+
+class BeatVAE(nn.Module):
+    """Three strided 1-D convolutions down to a ``latent``-dimensional Gaussian, and back up."""
+
+    def __init__(self, width: int, latent: int = 8, channels: int = 32):
+        super().__init__()
+        if width % 8:
+            raise ValueError(f"the beat width must be a multiple of 8 (three halvings), not {width}")
+        self.width = width
+        c = channels
+        self.encoder = nn.Sequential(
+            nn.Conv1d(1, c // 2, 7, stride=2, padding=3),
+            nn.GELU(),
+            nn.Conv1d(c // 2, c, 7, stride=2, padding=3),
+            nn.GELU(),
+            nn.Conv1d(c, c, 7, stride=2, padding=3),
+            nn.GELU(),
+            nn.Flatten(),
+        )
+        flat = c * width // 8
+        self.to_mean = nn.Linear(flat, latent)
+        self.to_log_var = nn.Linear(flat, latent)
+        self.decoder = nn.Sequential(
+            nn.Linear(latent, flat),
+            nn.GELU(),
+            nn.Unflatten(1, (c, width // 8)),
+            nn.ConvTranspose1d(c, c, 8, stride=2, padding=3),
+            nn.GELU(),
+            nn.ConvTranspose1d(c, c // 2, 8, stride=2, padding=3),
+            nn.GELU(),
+            nn.ConvTranspose1d(c // 2, 1, 8, stride=2, padding=3),
+        )
+
+    def encode(self, beats: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        hidden = self.encoder(beats.unsqueeze(1))
+        return self.to_mean(hidden), self.to_log_var(hidden)
+
+    def forward(self, beats: torch.Tensor):
+        mean, log_var = self.encode(beats)
+        z = mean + torch.randn_like(mean) * torch.exp(0.5 * log_var) if self.training else mean
+        return self.decoder(z).squeeze(1), mean, log_var
+
+
+def negative_elbo(reconstruction, beats, mean, log_var, beta: float = 1.0) -> torch.Tensor:
+    """Per-beat squared reconstruction error plus ``beta`` times the KL divergence to the unit Gaussian."""
+    error = ((reconstruction - beats) ** 2).sum(dim=1)
+    kl = -0.5 * (1 + log_var - mean**2 - log_var.exp()).sum(dim=1)
+    return error + beta * kl
+
+
+@dataclass(frozen=True)
+class Training:
+    """What :func:`train` did: the model and the mean loss of each epoch (on the model's device)."""
+
+    model: BeatVAE
+    epoch_losses: torch.Tensor
+
+
+def train(
+    beats: torch.Tensor,
+    *,
+    latent: int = 2,
+    epochs: int = 12,
+    batch_size: int = 512,
+    learning_rate: float = 2e-3,
+    beta: float = 1.0,
+    seed: int = 0,
+    progress: bool = True,
+) -> Training:
+    """Train a :class:`BeatVAE` on ``beats`` (beats × width), on their device, with a tqdm progress bar.
+
+    The loss is read back to the host once per epoch, for the progress bar, not once per step.
+    """
+    from tqdm import tqdm
+
+    if beats.ndim != 2 or len(beats) < 2:
+        raise ValueError(f"need a matrix of at least 2 beats, got shape {tuple(beats.shape)}")
+    if not torch.isfinite(beats).all():
+        raise ValueError("the beats contain NaN or infinite values; repair the signal before training")
+    device = beats.device
+    torch.manual_seed(seed)
+    with torch.device(device):
+        model = BeatVAE(beats.shape[1], latent=latent)
+        generator = torch.Generator(device=device).manual_seed(seed)
+    optimizer = torch.optim.Adam(model.parameters(), lr=learning_rate)
+    losses = torch.zeros(epochs, device=device)
+    steps = max(1, len(beats) // batch_size)
+    bar = tqdm(range(epochs), desc="training the VAE", unit="epoch", file=sys.stderr, disable=not progress)
+    for epoch in bar:
+        model.train()
+        order = torch.randperm(len(beats), device=device, generator=generator)
+        for step in range(steps):
+            batch = beats[order[step * batch_size : (step + 1) * batch_size]]
+            reconstruction, mean, log_var = model(batch)
+            loss = negative_elbo(reconstruction, batch, mean, log_var, beta).mean()
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            losses[epoch] += loss.detach() / steps
+        if progress:
+            bar.set_postfix(loss=f"{losses[epoch].item():.3f}")
+    model.eval()
+    return Training(model, losses)
+
+
+@torch.no_grad()
+def anomaly_scores(model: BeatVAE, beats: torch.Tensor, batch_size: int = 4096) -> torch.Tensor:
+    """Each beat's reconstruction error through the latent mean: high means unusual. Stays on the device."""
+    model.eval()
+    parts = []
+    for start in range(0, len(beats), batch_size):
+        batch = beats[start : start + batch_size]
+        reconstruction, _, _ = model(batch)
+        parts.append(((reconstruction - batch) ** 2).sum(dim=1))
+    return torch.cat(parts) if parts else beats.new_zeros(0)
+
+
+@torch.no_grad()
+def latent_means(model: BeatVAE, beats: torch.Tensor, batch_size: int = 4096) -> torch.Tensor:
+    """The latent mean of every beat (beats × latent), for plots of the latent space."""
+    model.eval()
+    return torch.cat([model.encode(beats[s : s + batch_size])[0] for s in range(0, len(beats), batch_size)])

@@ -1,0 +1,160 @@
+"""Scores, the autoencoder, the pipeline on the CPU, the command line, and the traffic and memory helpers."""
+
+import itertools
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from support import memory, traffic
+from support.ecg import __main__ as cli
+from support.ecg import metrics, pipeline, reading, synthetic, vae
+
+
+def brute_force_auroc(scores, labels):
+    pairs = [(a, n) for a, n in itertools.product(scores[labels], scores[~labels])]
+    return np.mean([1.0 if a > n else 0.5 if a == n else 0.0 for a, n in pairs])
+
+
+def test_auroc_is_the_chance_an_anomaly_outscores_a_normal_beat():
+    rng = np.random.default_rng(0)
+    scores = rng.integers(0, 6, 60).astype(float)  # many ties
+    labels = rng.random(60) < 0.3
+    assert metrics.auroc(scores, labels) == pytest.approx(brute_force_auroc(scores, labels))
+    assert metrics.auroc([1, 2, 3, 4], [0, 0, 1, 1]) == 1.0
+    assert metrics.auroc([4, 3, 2, 1], [0, 0, 1, 1]) == 0.0
+
+
+def test_metrics_refuse_what_cannot_be_measured():
+    with pytest.raises(ValueError, match="both anomalies and normal beats"):
+        metrics.auroc([0.1, 0.2], [0, 0])
+    with pytest.raises(ValueError, match="one score per label"):
+        metrics.precision_at_rate([0.1, 0.2, 0.3], [0, 1])
+    with pytest.raises(ValueError, match="NaN"):
+        metrics.auroc([np.nan, 0.2], [0, 1])
+
+
+def test_vae_learns_normal_beats_and_scores_an_odd_one_higher():
+    t = torch.linspace(-1, 1, 64)
+    normal = torch.exp(-((t[None, :] - 0.05 * torch.randn(256, 1)) ** 2) / 0.01)
+    training = vae.train(normal, epochs=40, batch_size=64, progress=False)
+    losses = training.epoch_losses
+    assert losses[-1] < 0.5 * losses[0]
+    odd = -normal[:1]
+    scores = vae.anomaly_scores(training.model, torch.cat([normal[:20], odd]))
+    assert scores.argmax().item() == 20
+    assert vae.latent_means(training.model, normal[:5]).shape == (5, 2)
+
+
+def test_vae_refuses_bad_training_data():
+    with pytest.raises(ValueError, match="NaN or infinite"):
+        vae.train(torch.full((4, 64), float("nan")), epochs=1, progress=False)
+    with pytest.raises(ValueError, match="multiple of 8"):
+        vae.BeatVAE(width=60)
+
+
+@pytest.fixture(scope="module")
+def short_recording(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("ecg")
+    ecg = synthetic.synthesize(seconds=900, seed=4, ectopic_rate=0.04, noise_rate=0.02)
+    path = reading.write_csv(ecg.signal, folder / "ecg.csv")
+    synthetic.save_truth(ecg, folder / "truth.npz")
+    return folder, path, ecg
+
+
+def test_pipeline_on_the_cpu_finds_the_beats_and_the_anomalies(short_recording):
+    _, path, ecg = short_recording
+    config = pipeline.PipelineConfig(epochs=10, progress=False)
+    result = pipeline.run_pipeline(path, config, on="cpu")
+    assert [r.name for r in result.log.reports] == list(pipeline.STAGES)
+    quality = pipeline.evaluate(result, ecg.r_peaks, ecg.labels)
+    assert quality["detected_within_50ms"] > 0.98
+    assert quality["auroc"] > 0.9, quality
+    assert result.beats.matrix.shape == (len(result.beats), 256)
+    assert np.shares_memory(result.tensor.numpy(), result.beats.matrix)
+
+
+def test_pipeline_refuses_short_signals_and_meaningless_rates(tmp_path):
+    path = reading.write_csv(synthetic.synthesize(seconds=5, seed=0).signal, tmp_path / "short.csv")
+    with pytest.raises(reading.SignalError, match="needs at least 10 s"):
+        pipeline.run_pipeline(path, pipeline.PipelineConfig(progress=False), on="cpu")
+    with pytest.raises(ValueError, match="needs at least 94 Hz"):
+        pipeline.PipelineConfig(fs=50.0)
+    with pytest.raises(ValueError, match="train_fraction"):
+        pipeline.PipelineConfig(train_fraction=1.0)
+
+
+def test_shared_stage_timings_and_scaling(short_recording):
+    _, path, _ = short_recording
+    timings = pipeline.time_shared_stages(path, pipeline.PipelineConfig(), on="cpu", warmup=0, repeat=1)
+    assert list(timings) == list(pipeline.SHARED_STAGES)
+    assert pipeline.scale_factor(1000, 250) == 4.0
+    with pytest.raises(ValueError, match="cannot stand for"):
+        pipeline.scale_factor(100, 250)
+
+
+def test_head_of_a_csv(short_recording, tmp_path):
+    _, path, _ = short_recording
+    lines = pipeline.write_head(path, tmp_path / "head.csv", seconds=2.0, fs=250.0)
+    assert lines == 500 and len((tmp_path / "head.csv").read_text().splitlines()) == 500
+
+
+def test_command_line_writes_metrics_and_figures(tmp_path, short_recording):
+    folder, path, _ = short_recording
+    argv = [
+        "--device",
+        "cpu",
+        "--input",
+        str(path),
+        "--truth",
+        str(folder / "truth.npz"),
+        "--epochs",
+        "2",
+        "--out",
+        str(tmp_path),
+        "--no-progress",
+    ]
+    assert cli.main(argv) == 0
+    report = json.loads((tmp_path / "metrics.json").read_text())
+    assert [s["stage"] for s in report["stages"]] == list(pipeline.STAGES)
+    assert report["quality"]["beats_detected"] > 0
+    assert (tmp_path / "stream.png").stat().st_size > 0 and (tmp_path / "lengths.png").stat().st_size > 0
+    empty = tmp_path / "empty.csv"
+    empty.write_text("")
+    assert cli.main(["--device", "cpu", "--input", str(empty), "--out", str(tmp_path), "--no-progress"]) == 2
+    with pytest.raises(SystemExit):
+        cli.parse(["--truth", "t.npz"])
+
+
+def test_traffic_adds_copies_by_direction_and_refuses_unknown_ones():
+    events = [
+        {"cat": "gpu_memcpy", "name": "Memcpy HtoD (Pinned -> Device)", "args": {"bytes": 10}},
+        {"cat": "gpu_memcpy", "name": "Memcpy DtoH (Device -> Pageable)", "args": {"bytes": 3}},
+        {"cat": "gpu_memcpy", "name": "Memcpy DtoD (Device -> Device)", "args": {"bytes": 100}},
+        {"cat": "gpu_memset", "name": "Memset (Device)", "args": {"bytes": 1000}},
+    ]
+    copies = traffic.copies_in_trace(events)
+    assert (copies.host_to_device, copies.device_to_host, copies.device_to_device, copies.count) == (10, 3, 100, 3)
+    assert copies.across_host_link == 13
+    meter = traffic.TrafficMeter()
+    meter.stages = {"a": copies, "b": traffic.Copies(host_to_device=1, count=1), "c": copies}
+    assert meter.between("b", "c").across_host_link == 14
+    with pytest.raises(KeyError, match="no stage 'd'"):
+        meter.between("a", "d")
+    with pytest.raises(ValueError, match="unknown direction"):
+        traffic.copies_in_trace([{"cat": "gpu_memcpy", "name": "Memcpy ???", "args": {"bytes": 1}}])
+
+
+def test_memory_helpers_refuse_what_would_not_work(monkeypatch):
+    assert memory.describe_bytes(512) == "512 B" and memory.describe_bytes(3 * 2**20) == "3.00 MiB"
+    with pytest.raises(memory.MemorySetupError, match="has 1.00 GiB free of 80.00 GiB"):
+        memory.check_pool_size(2 * memory.GIB, memory.GIB, 80 * memory.GIB)
+    with pytest.raises(memory.MemorySetupError, match="positive size"):
+        memory.check_pool_size(0, memory.GIB, memory.GIB)
+    monkeypatch.setattr(memory, "torch_already_on_cuda", lambda: True)
+    with pytest.raises(memory.MemorySetupError, match="before the first CUDA tensor"):
+        memory.use_one_pool()
+    with memory.memory_scope() as use:  # without RMM statistics the numbers stay 0
+        pass
+    assert (use.peak_bytes, use.held_after) == (0, 0)

@@ -1,0 +1,151 @@
+"""The synthetic ECG, the wavelet and convolution, and reading CSV and WFDB files (on the CPU)."""
+
+import numpy as np
+import pytest
+
+from support.ecg import detection, reading, synthetic
+
+
+def test_synthetic_beats_follow_the_heart_rate_and_the_anomaly_rates():
+    ecg = synthetic.synthesize(seconds=1800, seed=0, heart_rate_bpm=70, ectopic_rate=0.04, noise_rate=0.02)
+    assert abs(len(ecg.r_peaks) - 1800 * 70 / 60) < 0.03 * 2100
+    counts = ecg.counts()
+    assert 0.025 < counts["ectopic"] / len(ecg.labels) < 0.055
+    assert 0.01 < counts["noise burst"] / len(ecg.labels) < 0.03
+    rr = np.diff(ecg.r_peaks) / ecg.fs
+    ectopic = np.flatnonzero(ecg.labels == synthetic.ECTOPIC)
+    ectopic = ectopic[(ectopic > 0) & (ectopic < len(rr))]
+    assert np.median(rr[ectopic - 1]) < 0.7 * np.median(rr)  # premature...
+    assert np.median(rr[ectopic]) > 1.2 * np.median(rr)  # ...then a compensatory pause
+    assert not (ecg.labels[1:] == synthetic.ECTOPIC)[ecg.labels[:-1] == synthetic.ECTOPIC].any()
+
+
+def test_synthetic_ecg_is_reproducible_from_its_seed_and_peaks_at_r():
+    first, again, other = (synthetic.synthesize(seconds=60, seed=s) for s in (5, 5, 6))
+    np.testing.assert_array_equal(first.signal, again.signal)
+    assert not np.array_equal(first.r_peaks, other.r_peaks)
+    normal = first.r_peaks[first.labels == synthetic.NORMAL]
+    window = np.stack([first.signal[r - 10 : r + 11] for r in normal[1:-1]])
+    assert (np.abs(window.argmax(axis=1) - 10) <= 2).mean() > 0.95  # the R wave is the tallest sample
+
+
+def test_synthetic_refuses_impossible_requests():
+    with pytest.raises(TypeError, match="either seconds= or hours="):
+        synthetic.synthesize(seconds=10, hours=1)
+    with pytest.raises(ValueError, match="too low for an ECG"):
+        synthetic.synthesize(seconds=60, fs=20)
+    with pytest.raises(ValueError, match="fraction of beats"):
+        synthetic.synthesize(seconds=60, ectopic_rate=0.7)
+    with pytest.raises(ValueError, match="fewer than 3 beats"):
+        synthetic.synthesize(seconds=1.5)
+
+
+def test_truth_round_trips(tmp_path):
+    ecg = synthetic.synthesize(seconds=30, seed=2)
+    synthetic.save_truth(ecg, tmp_path / "truth.npz")
+    r_peaks, labels, fs = synthetic.load_truth(tmp_path / "truth.npz")
+    np.testing.assert_array_equal(r_peaks, ecg.r_peaks)
+    np.testing.assert_array_equal(labels, ecg.labels)
+    assert fs == ecg.fs
+
+
+def test_fft_convolution_matches_direct_convolution():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=1001).astype(np.float32)
+    kernel = detection.ricker(250.0)
+    expected = np.convolve(x.astype(np.float64), kernel, mode="same")
+    np.testing.assert_allclose(detection.fft_convolve_same(x, kernel), expected, atol=1e-4)
+
+
+def test_ricker_wavelet_has_zero_mean_unit_energy_and_refuses_low_rates():
+    wavelet = detection.ricker(360.0)
+    assert abs(float(wavelet.sum())) < 1e-5 and abs(float((wavelet**2).sum()) - 1) < 1e-5
+    with pytest.raises(ValueError, match="needs at least 94 Hz"):
+        detection.ricker(60.0)
+    with pytest.raises(ValueError, match="positive number of Hz"):
+        detection.ricker(float("nan"))
+
+
+def test_baseline_removal_keeps_beats_and_drops_wander():
+    fs = 250.0
+    t = np.arange(int(60 * fs)) / fs
+    wander = 0.5 * np.sin(2 * np.pi * 0.05 * t)
+    beats = synthetic.synthesize(seconds=60, seed=0).signal
+    clean = detection.remove_baseline((beats + wander).astype(np.float32), fs)
+    middle = slice(int(5 * fs), int(55 * fs))  # away from the circular edges
+    assert np.abs(np.corrcoef(clean[middle], wander[middle])[0, 1]) < 0.1
+    # linear: what is left of the 0.5 mV wander, next to the filtered beats, is small
+    leftover = clean - detection.remove_baseline(beats, fs)
+    assert np.abs(leftover[middle]).max() < 0.05
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("", "is empty"),
+        ("mv\n", "header but no samples"),
+        ("0.1\n0.2\nabc\n0.4\n", r"1 rows are not numbers \(line 3: 'abc'\)"),
+        ("mv\n0.1\n0.2\n1e\n0.4\n", r"line 4: '1e'"),
+        ("0.1\n0.2,5\n0.3\n", r"more than one value, first at line 2 \('0.2', then '5'\)"),
+        ("0.1,2\n0.2,3\n", "line 1 has 2 fields"),
+        ("0.1\nnan\nnan\n0.4\n", "missing samples lie in runs .* first at line 2"),
+        ("nan\n0.2\n0.3\n", "at either end"),
+    ],
+)
+def test_bad_csv_input_names_the_problem(tmp_path, text, problem):
+    path = tmp_path / "bad.csv"
+    path.write_text(text)
+    with pytest.raises(reading.SignalError, match=problem):
+        reading.read_signal(path, on="cpu")
+
+
+def test_isolated_gaps_are_filled_with_the_mean_of_their_neighbours(tmp_path):
+    path = tmp_path / "gaps.csv"
+    path.write_text("mv\n1.0\n\n3.0\nNA\n5.0\n")
+    recording = reading.read_signal(path, on="cpu")
+    assert recording.signal.tolist() == [1.0, 2.0, 3.0, 4.0, 5.0]
+    assert recording.repaired == 2 and recording.signal.dtype == np.float32
+
+
+def test_columns_by_name_and_missing_files(tmp_path):
+    path = tmp_path / "two.csv"
+    path.write_text("time,mv\n0,0.5\n1,0.7\n")
+    assert reading.read_signal(path, on="cpu", column="mv").signal.tolist() == pytest.approx([0.5, 0.7])
+    with pytest.raises(reading.SignalError, match="no column 'lead'"):
+        reading.read_signal(path, on="cpu", column="lead")
+    with pytest.raises(FileNotFoundError, match="no ECG file"):
+        reading.read_signal(tmp_path / "absent.csv", on="cpu")
+    with pytest.raises(ValueError, match="'gpu' or 'cpu'"):
+        reading.read_signal(path, on="tpu", column="mv")
+
+
+def test_written_csv_reads_back(tmp_path):
+    ecg = synthetic.synthesize(seconds=20, seed=1)
+    path = reading.write_csv(ecg.signal, tmp_path / "ecg.csv")
+    assert path.read_text().splitlines()[0].count(".") == 1
+    np.testing.assert_allclose(reading.read_signal(path, on="cpu").signal, ecg.signal, atol=6e-5)
+
+
+def test_wfdb_record_written_by_the_test_reads_back_in_millivolts(tmp_path):
+    wfdb = pytest.importorskip("wfdb")
+    ecg = synthetic.synthesize(seconds=20, fs=360.0, seed=3)
+    signal = ecg.signal.astype(np.float64)
+    signal[1000] = np.nan  # an invalid sample, as WFDB marks them
+    wfdb.wrsamp(
+        "rec",
+        fs=360,
+        units=["mV"],
+        sig_name=["MLII"],
+        p_signal=signal[:, None],
+        fmt=["16"],
+        adc_gain=[1000.0],
+        baseline=[0],
+        write_dir=str(tmp_path),
+    )
+    recording = reading.read_wfdb(tmp_path / "rec", channel="MLII")
+    assert recording.fs == 360.0 and recording.repaired == 1
+    np.testing.assert_allclose(np.delete(recording.signal, 1000), np.delete(ecg.signal, 1000), atol=1e-3)
+    with pytest.raises(reading.SignalError, match="no channel 'V5'"):
+        reading.read_wfdb(tmp_path / "rec", channel="V5")
+    with pytest.raises(FileNotFoundError, match="without extension"):
+        reading.read_wfdb(tmp_path / "rec.dat")
