@@ -94,7 +94,19 @@ def test_embed_beats_matches_the_reference(target):
     )
     expected = reference_embed(signal, peaks, keep, 64, 20)
     np.testing.assert_array_equal(_host(matrix), expected)
-    assert (expected[0, : 20 - (300 - 153)] == 0).all()  # zeros before the midpoint to the previous beat
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_embed_beats_zero_pads_beyond_the_midpoints_to_the_neighbours(target):
+    signal = np.arange(1, 201, dtype=np.float32)  # no zeros of its own
+    peaks = np.array([0, 30, 100], np.int64)  # midpoints 15 and 65 around the beat at 30
+    keep = np.array([0, 1, 0], np.uint8)
+    rows = np.array([0, 0, 1], np.int64)
+    args = (_to_target(a, target) for a in (signal, peaks, keep, rows))
+    row = _host(kernels.embed_beats(*args, count=1, width=64, anchor=20, target=target))[0]
+    # column c holds sample 30 - 20 + c: samples 15..64 are the beat's own, columns 5..54
+    assert (row[:5] == 0).all() and (row[55:] == 0).all()
+    np.testing.assert_array_equal(row[5:55], signal[15:65])
 
 
 def test_embed_beats_refuses_an_anchor_outside_the_row():

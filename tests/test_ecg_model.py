@@ -36,6 +36,7 @@ def test_metrics_refuse_what_cannot_be_measured():
 
 
 def test_vae_learns_normal_beats_and_scores_an_odd_one_higher():
+    torch.manual_seed(0)
     t = torch.linspace(-1, 1, 64)
     normal = torch.exp(-((t[None, :] - 0.05 * torch.randn(256, 1)) ** 2) / 0.01)
     training = vae.train(normal, epochs=40, batch_size=64, progress=False)
@@ -67,12 +68,36 @@ def test_pipeline_on_the_cpu_finds_the_beats_and_the_anomalies(short_recording):
     _, path, ecg = short_recording
     config = pipeline.PipelineConfig(epochs=10, progress=False)
     result = pipeline.run_pipeline(path, config, on="cpu")
-    assert [r.name for r in result.log.reports] == list(pipeline.STAGES)
+    assert [row["stage"] for row in result.log.rows()] == list(pipeline.STAGES)
     quality = pipeline.evaluate(result, ecg.r_peaks, ecg.labels)
     assert quality["detected_within_50ms"] > 0.98
     assert quality["auroc"] > 0.9, quality
     assert result.beats.matrix.shape == (len(result.beats), 256)
     assert np.shares_memory(result.tensor.numpy(), result.beats.matrix)
+
+
+def test_figures_draw_from_cpu_results(short_recording):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from support.ecg import beats as beat_tools
+    from support.ecg import plots
+
+    _, path, ecg = short_recording
+    signal = reading.read_signal(path, on="cpu").signal
+    response, clean = pipeline.convolve(signal, ecg.fs)
+    candidates = pipeline.find_candidates(response, pipeline.PipelineConfig())
+    beats = beat_tools.extract_beats(clean, candidates, ecg.fs)
+    labels = beat_tools.true_labels_of(beats.peaks, ecg.r_peaks, ecg.labels)
+    figures = [
+        plots.filter_figure(signal, clean, response, ecg.fs, start_s=60),
+        plots.beats_figure(beats, labels, ecg.fs),
+        plots.latent_figure(torch.randn(50, 2), np.linspace(0.1, 5, 50), labels[:50]),
+        plots.speedup_figure([{"stage": "read", "speed-up": 12.0}, {"stage": "total", "speed-up": 30.0}]),
+    ]
+    assert [len(f.axes) for f in figures] == [3, 1, 3, 1]  # the latent figure has a colour bar
+    drawn = figures[1].axes[0].lines
+    assert sum(line.get_xdata().size > 0 for line in drawn) == sum(min(30, (labels == k).sum()) for k in range(3))
 
 
 def test_pipeline_refuses_short_signals_and_meaningless_rates(tmp_path):

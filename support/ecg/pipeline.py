@@ -94,11 +94,20 @@ class StageLog:
             seconds = time.perf_counter() - start
         self.reports.append(StageReport(name, seconds, memory))
 
-    def seconds(self) -> dict[str, float]:
-        return {r.name: r.seconds for r in self.reports}
+    def rows(self) -> list[dict[str, str]]:
+        """One row per stage: its time, the memory it allocated at its peak, and what was held after it."""
+        from support.bench import format_seconds
+        from support.memory import describe_bytes
 
-    def total(self) -> float:
-        return sum(r.seconds for r in self.reports)
+        return [
+            {
+                "stage": r.name,
+                "time": format_seconds(r.seconds),
+                "peak allocated": describe_bytes(r.memory.peak_bytes),
+                "held after": describe_bytes(r.memory.held_after),
+            }
+            for r in self.reports
+        ]
 
 
 def check_length(signal, fs: float) -> None:
@@ -132,11 +141,8 @@ def beat_lengths(candidates):
 
 
 def to_torch(matrix):
-    """The beats as a PyTorch tensor over the same memory (DLPack); raises if a copy would be needed."""
-    import torch
-
-    if array_module(matrix) is np:
-        return torch.from_numpy(matrix)
+    """The beats as a PyTorch tensor over the same memory (DLPack, on either side); raises if a copy would be
+    needed."""
     from support.interop import share
 
     return share(matrix, "torch")

@@ -69,6 +69,25 @@ def lengths_figure(lengths, fs: float, bins: int = 120):
     return fig
 
 
+def beats_figure(beats, labels, fs: float, per_kind: int = 30):
+    """The first ``per_kind`` embedded beats of each ground-truth kind, overlaid, aligned on the R peak.
+
+    Only those rows travel to the host.
+    """
+    xp = array_module(beats.matrix)
+    labels = np.asarray(labels)
+    fig, ax = _figure(size=(7, 2.8))
+    t = (np.arange(beats.window.width) - beats.window.anchor) / fs
+    for label, name in KINDS.items():
+        rows = np.flatnonzero(labels == label)[:per_kind]
+        if len(rows):
+            ax.plot(t, to_host(beats.matrix[xp.asarray(rows)]).T, linewidth=0.5, color=f"C{label}", alpha=0.6)
+        ax.plot([], [], color=f"C{label}", label=name)
+    ax.set(xlabel="time from R peak (s)", ylabel="mV", title=f"{per_kind} embedded beats of each kind")
+    ax.legend(loc="upper right")
+    return fig
+
+
 def latent_figure(latents, scores, labels):
     """The latent means of the scored beats in their first two principal components, coloured by anomaly
     score and by the ground-truth kind."""
