@@ -1,4 +1,4 @@
-"""Scores, the autoencoder, the pipeline on the CPU, the command line, and the traffic and memory helpers."""
+"""Scores, the autoencoder, the pipeline on the CPU, the command line, and the traffic meter."""
 
 import itertools
 import json
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from support import memory, traffic
+from support import traffic
 from support.ecg import __main__ as cli
 from support.ecg import metrics, pipeline, reading, synthetic, vae
 
@@ -169,17 +169,3 @@ def test_traffic_adds_copies_by_direction_and_refuses_unknown_ones():
         meter.between("a", "d")
     with pytest.raises(ValueError, match="unknown direction"):
         traffic.copies_in_trace([{"cat": "gpu_memcpy", "name": "Memcpy ???", "args": {"bytes": 1}}])
-
-
-def test_memory_helpers_refuse_what_would_not_work(monkeypatch):
-    assert memory.describe_bytes(512) == "512 B" and memory.describe_bytes(3 * 2**20) == "3.00 MiB"
-    with pytest.raises(memory.MemorySetupError, match="has 1.00 GiB free of 80.00 GiB"):
-        memory.check_pool_size(2 * memory.GIB, memory.GIB, 80 * memory.GIB)
-    with pytest.raises(memory.MemorySetupError, match="positive size"):
-        memory.check_pool_size(0, memory.GIB, memory.GIB)
-    monkeypatch.setattr(memory, "torch_already_on_cuda", lambda: True)
-    with pytest.raises(memory.MemorySetupError, match="before the first CUDA tensor"):
-        memory.use_one_pool()
-    with memory.memory_scope() as use:  # without RMM statistics the numbers stay 0
-        pass
-    assert (use.peak_bytes, use.held_after) == (0, 0)

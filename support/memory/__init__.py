@@ -1,0 +1,58 @@
+"""GPU memory for the book: one RMM pool for every framework, and the tools to measure, cap and watch it.
+
+One idea per module:
+
+- :mod:`~support.memory.pools`: one pool for cuDF, CuPy, Numba and PyTorch (:func:`use_one_pool`), resources by
+  name, timing work under each, pool sizing and fragmentation;
+- :mod:`~support.memory.churn`: what one allocation costs, seen from Python;
+- :mod:`~support.memory.observe`: peak per stage, an allocation log, a leak check;
+- :mod:`~support.memory.limits`: caps on memory, with errors that name the cap;
+- :mod:`~support.memory.workload`: a data-frame workload with many temporaries;
+- :mod:`~support.memory.jax_probe`: JAX's memory settings, each in a fresh process;
+- :mod:`~support.memory.sizes`: byte counts as people read them.
+
+GPU libraries are imported only when a function needs them, so ``import support.memory`` works without a GPU.
+"""
+
+from support.memory.limits import MemoryLimitError, allocation_limit, pool_with_maximum
+from support.memory.observe import MemoryLeakError, MemoryUse, allocation_log, memory_scope, no_leak
+from support.memory.pools import (
+    RESOURCE_KINDS,
+    MemorySetupError,
+    PoolReport,
+    check_frameworks_share_pool,
+    check_pool_size,
+    current_bytes,
+    make_resource,
+    suggest_pool_size,
+    torch_already_on_cuda,
+    use_one_pool,
+    using_resource,
+)
+from support.memory.sizes import GIB, KIB, MIB, describe_bytes
+
+__all__ = [
+    "GIB",
+    "KIB",
+    "MIB",
+    "RESOURCE_KINDS",
+    "MemoryLeakError",
+    "MemoryLimitError",
+    "MemorySetupError",
+    "MemoryUse",
+    "PoolReport",
+    "allocation_limit",
+    "allocation_log",
+    "check_frameworks_share_pool",
+    "check_pool_size",
+    "current_bytes",
+    "describe_bytes",
+    "make_resource",
+    "memory_scope",
+    "no_leak",
+    "pool_with_maximum",
+    "suggest_pool_size",
+    "torch_already_on_cuda",
+    "use_one_pool",
+    "using_resource",
+]

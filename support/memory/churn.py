@@ -1,0 +1,296 @@
+"""What one GPU allocation costs, seen from Python: an allocation churn benchmark.
+
+A data-frame library allocates a new buffer for almost every result and frees it soon after. The benchmark
+imitates that: it keeps a working set of live buffers and, at each step, frees one of them (chosen at random)
+and allocates a new one of a random size, log-uniform between 1 KiB and 4 MiB. The same seeded sequence of sizes
+and frees is replayed through every allocator, so they do exactly the same work.
+
+The allocators (:data:`ALLOCATORS`), each through its thinnest Python entry point:
+
+- ``python loop only``: no GPU at all, the loop and two Python calls per step: the floor of any Python churn;
+- ``cudaMalloc (CUDA runtime)``: ``cudaMalloc``/``cudaFree`` through CuPy's thin runtime binding;
+- ``cudaMalloc (RMM)``, ``pool (RMM)``, ``cudaMallocAsync (RMM)``: ``allocate``/``deallocate`` of RMM resources;
+- ``RMM call, no work (0 bytes)``: the same calls into RMM's pool for 0 bytes, which it answers without work:
+  what crossing from Python into RMM costs by itself;
+- ``CuPy pool``: ``cupy.cuda.MemoryPool.malloc``;
+- ``PyTorch caching allocator``: ``torch.cuda.caching_allocator_alloc``/``caching_allocator_delete``.
+
+Run each in a fresh process (:func:`measure_in_fresh_process`, or ``python -m support.memory.churn NAME``) so
+that no allocator's cache warms another's, and so PyTorch's own allocator can be measured in a notebook that
+later hands PyTorch to RMM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from support.memory.sizes import GIB, KIB, MIB
+
+SPREADS = ("uniform", "log-uniform")
+
+
+@dataclass(frozen=True)
+class ChurnPlan:
+    """The replayed sequence: ``steps`` frees and allocations over ``live`` buffers, sizes seeded."""
+
+    steps: int = 20_000
+    live: int = 64
+    smallest: int = KIB
+    largest: int = 4 * MIB
+    seed: int = 0
+    spread: str = "uniform"
+
+    def __post_init__(self):
+        if self.steps < 1 or self.live < 1:
+            raise ValueError(f"a churn needs at least one step and one live buffer, not {self.steps}, {self.live}")
+        if not 0 < self.smallest <= self.largest:
+            raise ValueError(f"sizes must satisfy 0 < smallest <= largest, not {self.smallest}, {self.largest}")
+        if self.spread not in SPREADS:
+            raise ValueError(f"unknown spread of sizes {self.spread!r}; choose one of {', '.join(SPREADS)}")
+
+    def sizes(self) -> list[int]:
+        """The ``live`` first sizes fill the working set; the rest are the steps'."""
+        import numpy as np
+
+        rng = np.random.default_rng(self.seed)
+        count = self.live + self.steps
+        if self.spread == "uniform":
+            return rng.integers(self.smallest, self.largest, size=count, endpoint=True).tolist()
+        logs = rng.uniform(np.log(self.smallest), np.log(self.largest), size=count)
+        return np.clip(np.exp(logs).round(), self.smallest, self.largest).astype(int).tolist()
+
+    def victims(self) -> list[int]:
+        """Which live buffer each step frees."""
+        import numpy as np
+
+        return np.random.default_rng(self.seed + 1).integers(0, self.live, size=self.steps).tolist()
+
+
+@dataclass(frozen=True)
+class Allocator:
+    """An allocator as the benchmark drives it: ``allocate(size) -> handle``, ``release(handle)``, ``synchronize()``."""
+
+    allocate: Callable[[int], object]
+    release: Callable[[object], None]
+    synchronize: Callable[[], None] = lambda: None
+    keep: object = None  # what must stay alive while the allocator is used (a pool, a resource)
+
+
+def _python_loop_only() -> Allocator:
+    return Allocator(allocate=lambda size: size, release=lambda handle: None)
+
+
+def _device_synchronize() -> Callable[[], None]:
+    import cupy
+
+    return cupy.cuda.runtime.deviceSynchronize
+
+
+def _cuda_runtime() -> Allocator:
+    import cupy
+
+    runtime = cupy.cuda.runtime
+    return Allocator(allocate=runtime.malloc, release=runtime.free, synchronize=runtime.deviceSynchronize)
+
+
+def _rmm(kind: str) -> Callable[[], Allocator]:
+    def make() -> Allocator:
+        from support.memory.pools import make_resource
+
+        resource = make_resource(kind, pool_size=GIB)
+        allocate, deallocate = resource.allocate, resource.deallocate
+
+        def allocate_sized(size: int):
+            return allocate(size), size
+
+        def release(handle) -> None:
+            deallocate(handle[0], handle[1])
+
+        return Allocator(allocate_sized, release, _device_synchronize(), keep=resource)
+
+    return make
+
+
+def _rmm_binding_only() -> Allocator:
+    """RMM's pool asked for 0 bytes each time: the call goes through the binding, the pool does no work."""
+    from support.memory.pools import make_resource
+
+    resource = make_resource("pool", pool_size=64 * MIB)
+    allocate, deallocate = resource.allocate, resource.deallocate
+    return Allocator(
+        allocate=lambda size: allocate(0),
+        release=lambda pointer: deallocate(pointer, 0),
+        synchronize=_device_synchronize(),
+        keep=resource,
+    )
+
+
+def _cupy_pool() -> Allocator:
+    import cupy
+
+    pool = cupy.cuda.MemoryPool()
+    return Allocator(allocate=pool.malloc, release=lambda memory: None, synchronize=_device_synchronize(), keep=pool)
+
+
+def _torch_caching() -> Allocator:
+    import torch
+
+    torch.cuda.init()
+    return Allocator(
+        allocate=torch.cuda.caching_allocator_alloc,
+        release=torch.cuda.caching_allocator_delete,
+        synchronize=torch.cuda.synchronize,
+    )
+
+
+_SPIN_SOURCE = r"""
+extern "C" __global__ void spin(long long nanoseconds) {
+    long long start, now;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+    do { asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now)); } while (now - start < nanoseconds);
+}
+"""
+
+
+def time_free_behind_busy_gpu(kind: str, busy_seconds: float = 0.02) -> float:
+    """Seconds the host spends freeing 1 MiB while the GPU is busy for ``busy_seconds`` with earlier work.
+
+    A one-thread kernel keeps the GPU busy; then the buffer is freed through an RMM resource of ``kind``
+    (:data:`support.memory.pools.RESOURCE_KINDS`). ``cudaFree`` waits for the GPU to finish; a pool does not.
+    """
+    import cupy
+
+    from support.memory.pools import make_resource
+
+    if not 0 < busy_seconds <= 1:
+        raise ValueError(f"keep the GPU busy for a positive time of at most 1 s, not {busy_seconds}")
+    spin = cupy.RawKernel(_SPIN_SOURCE, "spin")
+    spin((1,), (1,), (cupy.int64(1000),))  # compile and load it before timing
+    resource = make_resource(kind, pool_size=64 * MIB)
+    pointer = resource.allocate(MIB)
+    cupy.cuda.runtime.deviceSynchronize()
+    spin((1,), (1,), (cupy.int64(int(busy_seconds * 1e9)),))
+    start = time.perf_counter()
+    resource.deallocate(pointer, MIB)
+    elapsed = time.perf_counter() - start
+    cupy.cuda.runtime.deviceSynchronize()
+    return elapsed
+
+
+ALLOCATORS: dict[str, Callable[[], Allocator]] = {
+    "python loop only": _python_loop_only,
+    "cudaMalloc (CUDA runtime)": _cuda_runtime,
+    "cudaMalloc (RMM)": _rmm("cudaMalloc"),
+    "pool (RMM)": _rmm("pool"),
+    "RMM call, no work (0 bytes)": _rmm_binding_only,
+    "cudaMallocAsync (RMM)": _rmm("cudaMallocAsync"),
+    "CuPy pool": _cupy_pool,
+    "PyTorch caching allocator": _torch_caching,
+}
+
+
+class Churn:
+    """A working set of live buffers that :meth:`run` churns through the plan's steps (the same ones each run)."""
+
+    def __init__(self, allocator: Allocator, plan: ChurnPlan):
+        self.allocator, self.plan = allocator, plan
+        sizes = plan.sizes()
+        self._steps = list(zip(sizes[plan.live :], plan.victims(), strict=True))
+        self.live = [allocator.allocate(size) for size in sizes[: plan.live]]
+
+    def run(self) -> None:
+        """Free one buffer and allocate another, ``plan.steps`` times, then wait for the GPU."""
+        allocate, release, live = self.allocator.allocate, self.allocator.release, self.live
+        for size, victim in self._steps:
+            release(live[victim])
+            live[victim] = None  # the last reference goes before the next allocation, for every allocator
+            live[victim] = allocate(size)
+        self.allocator.synchronize()
+
+    def close(self) -> None:
+        for handle in self.live:
+            self.allocator.release(handle)
+        self.live = []
+
+
+@dataclass(frozen=True)
+class ChurnResult:
+    """Seconds per step (one free and one allocation) of one allocator: the median of the repeats."""
+
+    allocator: str
+    seconds_per_step: float
+    samples: tuple[float, ...]
+    steps: int
+
+
+def churn_rows(results: list[ChurnResult], *, baseline: str = "cudaMalloc (RMM)", floor: str = "python loop only"):
+    """A table: per free + allocation as measured, less the Python loop's own time, and how many times faster
+    than ``baseline`` each allocator is."""
+    from support.bench import format_seconds
+
+    by_name = {r.allocator: r for r in results}
+    base, loop = by_name[baseline].seconds_per_step, by_name[floor].seconds_per_step
+    return [
+        {
+            "allocator": r.allocator,
+            "per free + allocation": format_seconds(r.seconds_per_step),
+            "less the Python loop": format_seconds(max(r.seconds_per_step - loop, 0.0)),
+            f"vs {baseline}": "not an allocator" if r.allocator == floor else f"{base / r.seconds_per_step:.1f}×",
+        }
+        for r in results
+    ]
+
+
+def measure(name: str, plan: ChurnPlan | None = None, *, repeat: int = 5) -> ChurnResult:
+    """Churn through ``plan`` with the allocator called ``name``, in this process: one warm-up, then repeats."""
+    from support.bench import time_wall
+
+    if name not in ALLOCATORS:
+        raise ValueError(f"unknown allocator {name!r}; choose one of: {', '.join(ALLOCATORS)}")
+    plan = plan or ChurnPlan()
+    churn = Churn(ALLOCATORS[name](), plan)
+    try:
+        timing = time_wall(churn.run, label=name, warmup=1, repeat=repeat)
+    finally:
+        churn.close()
+    samples = tuple(s / plan.steps for s in timing.samples)
+    return ChurnResult(name, timing.median / plan.steps, samples, plan.steps)
+
+
+def measure_in_fresh_process(name: str, plan: ChurnPlan | None = None, *, repeat: int = 5, timeout: float = 300):
+    """:func:`measure` in a new Python process, so no allocator's cache or state leaks into another's."""
+    plan = plan or ChurnPlan()
+    command = [sys.executable, "-m", "support.memory.churn", name, "--repeat", str(repeat)]
+    command += [f"--{key}={value}" for key, value in asdict(plan).items()]
+    done = subprocess.run(
+        command, capture_output=True, text=True, timeout=timeout, cwd=Path(__file__).resolve().parents[2]
+    )
+    if done.returncode != 0:
+        tail = "\n".join(done.stderr.strip().splitlines()[-5:])
+        raise RuntimeError(f"the churn of {name!r} failed in its process (exit {done.returncode}):\n{tail}")
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    return ChurnResult(found["allocator"], found["seconds_per_step"], tuple(found["samples"]), found["steps"])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m support.memory.churn", description=__doc__.split("\n")[0])
+    parser.add_argument("allocator", choices=list(ALLOCATORS))
+    parser.add_argument("--repeat", type=int, default=5)
+    for key, value in asdict(ChurnPlan()).items():
+        parser.add_argument(f"--{key}", type=type(value), default=value)
+    args = parser.parse_args(argv)
+    plan = ChurnPlan(**{key: getattr(args, key) for key in asdict(ChurnPlan())})
+    result = measure(args.allocator, plan, repeat=args.repeat)
+    print(json.dumps(asdict(result)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,185 @@
+"""JAX's GPU memory settings, and what each leaves for cuDF: measured in a fresh process per setting.
+
+JAX has no interface for an outside allocator, so it cannot share the RMM pool. By default it preallocates 75 %
+of the GPU's memory when it starts, and a cuDF job in the same process (or another one) finds the GPU nearly
+full. Its environment variables, read once when JAX starts (so each setting needs a fresh process):
+
+- ``XLA_PYTHON_CLIENT_PREALLOCATE=false``: grow on demand (and keep what it grew to);
+- ``XLA_PYTHON_CLIENT_MEM_FRACTION=.25``: preallocate a smaller share;
+- ``XLA_PYTHON_CLIENT_ALLOCATOR=platform``: allocate and free each array exactly (slow, but holds nothing).
+
+:func:`probe_in_fresh_process` starts JAX with one setting, runs a little JAX work, and then tries a cuDF job of
+a given size in the same process. ``python -m support.memory.jax_probe SETTING --job-bytes N`` does the same.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from support.memory.pools import MemorySetupError
+from support.memory.sizes import GIB, describe_bytes
+
+SETTINGS: dict[str, dict[str, str]] = {
+    "preallocate 75 % (JAX's default)": {"XLA_PYTHON_CLIENT_PREALLOCATE": "true"},
+    "preallocate 25 %": {"XLA_PYTHON_CLIENT_PREALLOCATE": "true", "XLA_PYTHON_CLIENT_MEM_FRACTION": ".25"},
+    "grow on demand": {"XLA_PYTHON_CLIENT_PREALLOCATE": "false"},
+    "platform allocator": {"XLA_PYTHON_CLIENT_PREALLOCATE": "false", "XLA_PYTHON_CLIENT_ALLOCATOR": "platform"},
+}
+
+
+def jax_environment(setting: str, base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment for a JAX process with ``setting``: ``base`` without its own JAX memory variables."""
+    if setting not in SETTINGS:
+        raise ValueError(f"unknown JAX memory setting {setting!r}; choose one of: {', '.join(SETTINGS)}")
+    base = dict(os.environ if base is None else base)
+    cleaned = {key: value for key, value in base.items() if not key.startswith("XLA_PYTHON_CLIENT_")}
+    return cleaned | SETTINGS[setting]
+
+
+def preallocated_fraction(setting: str) -> float:
+    """The share of the GPU's memory JAX takes when it starts with ``setting`` (0 when it grows on demand)."""
+    variables = jax_environment(setting, {})
+    if variables.get("XLA_PYTHON_CLIENT_PREALLOCATE", "true").lower() in ("false", "0"):
+        return 0.0
+    return float(variables.get("XLA_PYTHON_CLIENT_MEM_FRACTION", ".75"))
+
+
+def check_room_for_jax(setting: str, free: int, total: int, margin: int = 2 * GIB) -> None:
+    """Refuse to start JAX with ``setting`` when its preallocation would not leave ``margin`` of the free memory.
+
+    On a GPU that other processes use, JAX's default would take memory they are counting on.
+    """
+    wanted = int(preallocated_fraction(setting) * total)
+    if wanted and wanted + margin > free:
+        raise MemorySetupError(
+            f"JAX with {setting!r} would take {describe_bytes(wanted)} of this GPU's {describe_bytes(total)}, "
+            f"but only {describe_bytes(free)} is free: other processes are using it, and they could run out of "
+            "memory; run this on a GPU of your own, or skip this setting"
+        )
+
+
+@dataclass(frozen=True)
+class JaxProbe:
+    """What one setting did: memory JAX held, the time of a JAX step, and whether the cuDF job fitted after it."""
+
+    setting: str
+    held_after_start: int
+    held_after_work: int
+    seconds_per_step: float
+    job_bytes: int
+    job_fitted: bool
+    error: str
+
+    def row(self, total_bytes: int) -> dict[str, object]:
+        """One line of the chapter's table; ``total_bytes`` is the GPU's memory."""
+        from support.bench import format_seconds
+
+        return {
+            "setting": self.setting,
+            "JAX holds once started": describe_bytes(self.held_after_start),
+            "after its work": describe_bytes(self.held_after_work),
+            "share of the GPU": f"{self.held_after_work / total_bytes:.0%}",
+            "JAX step (median)": format_seconds(self.seconds_per_step),
+            f"cuDF job of {describe_bytes(self.job_bytes)}": "ran" if self.job_fitted else "out of memory",
+        }
+
+
+def _free_bytes() -> tuple[int, int]:
+    import rmm
+
+    return rmm.mr.available_device_memory()
+
+
+def _jax_steps(steps: int) -> float:
+    """Median seconds of a JAX step that makes new arrays of eight sizes (4–64 MiB) and reduces them."""
+    import jax
+    import jax.numpy as jnp
+
+    @jax.jit
+    def step(x):
+        return jnp.tanh(x) * 2.0 + jnp.sin(x)
+
+    lengths = [2**20 * k for k in (1, 2, 3, 4, 6, 8, 12, 16)]
+    for n in lengths:  # compile every shape before timing
+        step(jnp.full((n,), 1.0, jnp.float32)).block_until_ready()
+    times = []
+    for i in range(steps):
+        n = lengths[i % len(lengths)]
+        start = time.perf_counter()
+        step(jnp.full((n,), float(i), jnp.float32)).block_until_ready()
+        times.append(time.perf_counter() - start)
+    times.sort()
+    return times[len(times) // 2]
+
+
+def _cudf_job(job_bytes: int) -> None:
+    """A cuDF column of ``job_bytes // 16`` int64 values and one temporary as large: ``job_bytes`` in all."""
+    import cudf
+
+    column = cudf.Series(range(job_bytes // 16), dtype="int64")
+    int((column * 2).max())
+
+
+def probe(setting: str, job_bytes: int, steps: int = 64) -> JaxProbe:
+    """Run in a process started with :func:`jax_environment` (``setting`` only labels the result)."""
+    from support.memory.pools import _first_line
+
+    free_before, _ = _free_bytes()
+    import jax.numpy as jnp
+
+    jnp.ones(1).block_until_ready()
+    free_started, _ = _free_bytes()
+    seconds = _jax_steps(steps)
+    free_worked, _ = _free_bytes()
+    error = ""
+    try:
+        _cudf_job(job_bytes)
+    except MemoryError as exc:
+        error = f"{type(exc).__name__}: {_first_line(exc)}"
+    return JaxProbe(
+        setting, free_before - free_started, free_before - free_worked, seconds, job_bytes, not error, error
+    )
+
+
+def probe_in_fresh_process(setting: str, job_bytes: int, *, steps: int = 64, timeout: float = 300) -> JaxProbe:
+    """:func:`probe` in a new Python process whose environment carries ``setting``.
+
+    Refuses (:class:`MemorySetupError`) a setting whose preallocation would crowd out other users of the GPU.
+    """
+    check_room_for_jax(setting, *_free_bytes())
+    command = [sys.executable, "-m", "support.memory.jax_probe", setting, f"--job-bytes={job_bytes}"]
+    command.append(f"--steps={steps}")
+    done = subprocess.run(
+        command,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=jax_environment(setting),
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    if done.returncode != 0:
+        tail = "\n".join(done.stderr.strip().splitlines()[-5:])
+        raise RuntimeError(f"the JAX probe {setting!r} failed in its process (exit {done.returncode}):\n{tail}")
+    return JaxProbe(**json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m support.memory.jax_probe", description=__doc__.split("\n")[0])
+    parser.add_argument("setting", choices=list(SETTINGS))
+    parser.add_argument("--job-bytes", type=int, required=True)
+    parser.add_argument("--steps", type=int, default=64)
+    args = parser.parse_args(argv)
+    print(json.dumps(asdict(probe(args.setting, args.job_bytes, args.steps))))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

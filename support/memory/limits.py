@@ -1,0 +1,85 @@
+"""Caps on GPU memory, and errors that say which cap a piece of work ran into.
+
+A workshop GPU is shared: a cap keeps one participant's job from taking the memory of the others, and turns
+"out of memory somewhere inside libcudf" into a message that names the cap and what was allocated when it hit.
+:func:`allocation_limit` caps everything allocated through RMM inside a block (RMM's
+``LimitingResourceAdaptor``); :func:`pool_with_maximum` runs a block in a pool that may not grow past a size.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+from support.memory.sizes import describe_bytes
+
+
+class MemoryLimitError(MemoryError):
+    """Work asked for more GPU memory than a cap allows; the message names the cap and what was in use."""
+
+
+def limit_message(what: str, cap: int, in_use: int, library_message: str) -> str:
+    """The message of :class:`MemoryLimitError` (kept apart so the CPU tests can check it).
+
+    >>> limit_message("a limit", 2**20, 2**19, "out_of_memory")  # doctest: +ELLIPSIS
+    'the work needed more than a limit of 1.00 MiB: 512.00 KiB were in use when a request failed (...'
+    """
+    return (
+        f"the work needed more than {what} of {describe_bytes(cap)}: {describe_bytes(in_use)} were in use when a "
+        f"request failed ({library_message.strip().splitlines()[0] if library_message.strip() else 'no detail'}); "
+        "raise the cap, or make the work smaller (fewer rows at a time)"
+    )
+
+
+def _check_cap(cap: int) -> None:
+    if cap <= 0:
+        raise ValueError(f"a memory cap must be a positive number of bytes, not {cap}")
+
+
+@contextlib.contextmanager
+def allocation_limit(cap: int) -> Iterator[object]:
+    """Cap what the block allocates through RMM at ``cap`` bytes (on top of the current resource).
+
+    Yields the ``LimitingResourceAdaptor``; an allocation beyond the cap raises :class:`MemoryLimitError`.
+    """
+    _check_cap(cap)
+    import rmm
+
+    from support.memory.pools import using_resource
+
+    limited = rmm.mr.LimitingResourceAdaptor(rmm.mr.get_current_device_resource(), allocation_limit=cap)
+    try:
+        with using_resource(limited):
+            yield limited
+    except MemoryError as exc:
+        if isinstance(exc, MemoryLimitError):
+            raise
+        raise MemoryLimitError(limit_message("a limit", cap, limited.get_allocated_bytes(), str(exc))) from exc
+
+
+@contextlib.contextmanager
+def pool_with_maximum(initial: int, maximum: int) -> Iterator[object]:
+    """Run the block in a fresh RMM pool that starts at ``initial`` bytes and may not grow past ``maximum``.
+
+    Yields the pool; when the work needs more, raises :class:`MemoryLimitError` with the pool's size.
+    """
+    _check_cap(initial)
+    _check_cap(maximum)
+    if initial > maximum:
+        raise ValueError(
+            f"a pool cannot start larger than its maximum: {describe_bytes(initial)} > {describe_bytes(maximum)}"
+        )
+    import rmm
+
+    from support.memory.pools import make_resource, using_resource
+
+    pool = make_resource("pool", pool_size=initial, maximum_size=maximum)
+    counted = rmm.mr.StatisticsResourceAdaptor(pool)
+    try:
+        with using_resource(counted):
+            yield pool
+    except MemoryError as exc:
+        if isinstance(exc, MemoryLimitError):
+            raise
+        in_use = int(counted.allocation_counts.current_bytes)
+        raise MemoryLimitError(limit_message("a pool with a maximum", maximum, in_use, str(exc))) from exc

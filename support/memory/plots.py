@@ -1,0 +1,37 @@
+"""Figures of the memory chapter: what an allocation costs, and memory in use over time."""
+
+from __future__ import annotations
+
+DPI = 90
+
+
+def _figure(size=(8, 3)):
+    import matplotlib.pyplot as plt
+
+    return plt.subplots(figsize=size, dpi=DPI, layout="constrained")
+
+
+def churn_figure(results):
+    """Horizontal bars of microseconds per free + allocation, one per allocator, on a log scale."""
+    fig, axes = _figure((8, 0.45 * len(results) + 1.2))
+    names = [r.allocator for r in results]
+    micro = [r.seconds_per_step * 1e6 for r in results]
+    axes.barh(names, micro, color="tab:blue")
+    axes.invert_yaxis()
+    axes.set_xscale("log")
+    axes.set(xlabel="µs per free + allocation (median, log scale)", title="allocation churn seen from Python")
+    for y, value in enumerate(micro):
+        axes.annotate(f"{value:.2g} µs", (value, y), xytext=(4, 0), textcoords="offset points", va="center")
+    axes.margins(x=0.25)
+    return fig
+
+
+def memory_over_time_figure(log):
+    """Bytes in use (MiB) against milliseconds, from :func:`support.memory.observe.read_allocation_log`."""
+    fig, axes = _figure()
+    axes.step(log["seconds"] * 1e3, log["bytes_in_use"] / 2**20, where="post", color="tab:blue")
+    axes.set(
+        xlabel="time since the first allocation (ms)", ylabel="allocated (MiB)", title="memory in use, from RMM's log"
+    )
+    axes.set_ylim(bottom=0)
+    return fig

@@ -1,0 +1,299 @@
+"""One RMM memory pool for cuDF, CuPy, Numba and PyTorch, and the tools to size and compare pools.
+
+Each framework keeps its own cache of GPU memory unless told otherwise; four caches on one GPU hold memory the
+others cannot use. :func:`use_one_pool` points CuPy, Numba and PyTorch at RMM's current resource (cuDF uses it
+already), makes that resource a pool, and counts its allocations. PyTorch's allocator can only be changed before
+PyTorch first touches CUDA, and Numba's before Numba creates its CUDA context, so call it first.
+
+Resources are named the way the chapter names them (:data:`RESOURCE_KINDS`): ``cudaMalloc`` (no pool),
+``pool`` (RMM's pool over cudaMalloc) and ``cudaMallocAsync`` (the driver's stream-ordered pool).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+from support.memory.sizes import GIB, MIB, describe_bytes, round_up
+
+RESOURCE_KINDS = ("cudaMalloc", "pool", "cudaMallocAsync")
+
+
+class MemorySetupError(RuntimeError):
+    """The pool cannot be set up as asked; the message says why and what to do."""
+
+
+def check_pool_size(requested: int, free: int, total: int) -> None:
+    """Refuse a pool larger than the GPU's free memory, saying how much there is."""
+    if requested <= 0:
+        raise MemorySetupError(f"a pool needs a positive size, not {requested} bytes")
+    if requested > free:
+        raise MemorySetupError(
+            f"a pool of {describe_bytes(requested)} does not fit: the GPU has {describe_bytes(free)} free of "
+            f"{describe_bytes(total)}; ask for less, or free memory held by other processes"
+        )
+
+
+def suggest_pool_size(peak_bytes: int, free: int, *, headroom: float = 0.25, granularity: int = 256 * MIB) -> int:
+    """A pool size for work whose measured peak is ``peak_bytes``: the peak plus ``headroom``, rounded up.
+
+    The headroom covers fragmentation (free memory split into pieces too small for the next request) and runs
+    larger than the measured one. Raises :class:`MemorySetupError` when that does not fit in ``free`` bytes.
+
+    >>> describe_bytes(suggest_pool_size(900 * MIB, free=8 * GIB))
+    '1.25 GiB'
+    """
+    if peak_bytes <= 0:
+        raise ValueError(f"measure the work's peak first (statistics); got a peak of {peak_bytes} bytes")
+    if headroom < 0:
+        raise ValueError(f"headroom is a fraction of the peak and cannot be negative, not {headroom}")
+    size = round_up(int(peak_bytes * (1 + headroom)), granularity)
+    if size > free:
+        raise MemorySetupError(
+            f"the work peaks at {describe_bytes(peak_bytes)}; with {headroom:.0%} headroom its pool needs "
+            f"{describe_bytes(size)}, but the GPU has {describe_bytes(free)} free: process the data in chunks, "
+            "or let cuDF spill to host memory (chapter 5)"
+        )
+    return size
+
+
+def torch_already_on_cuda() -> bool:
+    """Whether PyTorch has initialized CUDA in this process (then its allocator can no longer change)."""
+    torch = sys.modules.get("torch")
+    return torch is not None and torch.cuda.is_initialized()
+
+
+@dataclass
+class PoolReport:
+    """What :func:`use_one_pool` did."""
+
+    initial_size: int
+    frameworks: list[str] = field(default_factory=list)
+
+    def __str__(self) -> str:
+        return f"one RMM pool ({describe_bytes(self.initial_size)} to start, growing on demand) for " + ", ".join(
+            self.frameworks
+        )
+
+
+_active: PoolReport | None = None  # what use_one_pool set up in this process
+
+
+def use_one_pool(initial_size: int = 4 * GIB, *, statistics: bool = True) -> PoolReport:
+    """Make RMM's current resource a pool and route cuDF, CuPy, Numba and PyTorch allocations to it.
+
+    Calling it again in the same process (a notebook cell run twice) returns what the first call set up.
+    Raises :class:`MemorySetupError` when PyTorch already initialized CUDA (its caching allocator is in use),
+    when Numba already created its CUDA context with its own memory manager, or when the pool would not fit in
+    the GPU's free memory.
+    """
+    global _active
+    if _active is not None:
+        return _active
+    if torch_already_on_cuda():
+        raise MemorySetupError(
+            "PyTorch has already initialized CUDA, so its allocator can no longer be changed; call use_one_pool() "
+            "before the first CUDA tensor (restart the kernel and run it first)"
+        )
+    import rmm
+
+    free, total = rmm.mr.available_device_memory()
+    check_pool_size(initial_size, free, total)
+    pool = rmm.mr.PoolMemoryResource(rmm.mr.CudaMemoryResource(), initial_pool_size=initial_size)
+    rmm.mr.set_current_device_resource(rmm.mr.StatisticsResourceAdaptor(pool) if statistics else pool)
+    report = PoolReport(initial_size, ["cuDF"])
+    with contextlib.suppress(ImportError):
+        import cupy
+        from rmm.allocators.cupy import rmm_cupy_allocator
+
+        cupy.cuda.set_allocator(rmm_cupy_allocator)
+        report.frameworks.append("CuPy")
+    with contextlib.suppress(ImportError):
+        from numba import cuda
+        from rmm.allocators.numba import RMMNumbaManager
+
+        cuda.set_memory_manager(RMMNumbaManager)
+        manager = cuda.current_context().memory_manager
+        if not isinstance(manager, RMMNumbaManager):
+            raise MemorySetupError(
+                f"Numba created its CUDA context before use_one_pool() and keeps its own memory manager "
+                f"({type(manager).__name__}); call use_one_pool() before the first Numba kernel or device array"
+            )
+        report.frameworks.append("Numba")
+    with contextlib.suppress(ImportError):
+        import torch
+        from rmm.allocators.torch import rmm_torch_allocator
+
+        torch.cuda.memory.change_current_allocator(rmm_torch_allocator)
+        report.frameworks.append("PyTorch")
+    _active = report
+    return report
+
+
+def current_bytes() -> int:
+    """Bytes allocated now through the statistics of :func:`use_one_pool` (0 before any allocation)."""
+    import rmm.statistics
+
+    statistics = rmm.statistics.get_statistics()
+    if statistics is None:
+        raise MemorySetupError("RMM statistics are off: call use_one_pool() (statistics=True) first")
+    return int(statistics.current_bytes)
+
+
+def _framework_allocations(nbytes: int) -> dict[str, Callable[[], object]]:
+    """One allocation of ``nbytes`` through each framework's ordinary API."""
+
+    def cudf_series():
+        import cudf
+        import numpy as np
+
+        return cudf.Series(np.zeros(nbytes // 8))
+
+    def cupy_array():
+        import cupy
+
+        return cupy.empty(nbytes, dtype="uint8")
+
+    def numba_array():
+        from numba import cuda
+
+        return cuda.device_array(nbytes, dtype="uint8")
+
+    def torch_tensor():
+        import torch
+
+        return torch.empty(nbytes, dtype=torch.uint8, device="cuda")
+
+    return {"cuDF": cudf_series, "CuPy": cupy_array, "Numba": numba_array, "PyTorch": torch_tensor}
+
+
+def check_frameworks_share_pool(nbytes: int = 8 * MIB) -> list[dict[str, object]]:
+    """Allocate ``nbytes`` through each framework and see whether the shared pool's statistics count it.
+
+    Returns one row per framework: what was asked, what the pool saw arrive, and whether it landed there.
+    """
+    rows = []
+    for name, allocate in _framework_allocations(nbytes).items():
+        before = current_bytes()
+        held = allocate()
+        arrived = current_bytes() - before
+        del held
+        rows.append(
+            {
+                "framework": name,
+                "asked": describe_bytes(nbytes),
+                "pool saw": describe_bytes(max(arrived, 0)),
+                "from the pool": arrived >= nbytes,
+            }
+        )
+    return rows
+
+
+def make_resource(kind: str, *, pool_size: int = GIB, maximum_size: int | None = None):
+    """A fresh RMM resource of one of :data:`RESOURCE_KINDS`; ``pool_size`` sizes the pools."""
+    if kind not in RESOURCE_KINDS:
+        raise ValueError(f"unknown resource kind {kind!r}; choose one of {', '.join(RESOURCE_KINDS)}")
+    import rmm
+
+    if kind == "cudaMalloc":
+        return rmm.mr.CudaMemoryResource()
+    if kind == "pool":
+        return rmm.mr.PoolMemoryResource(
+            rmm.mr.CudaMemoryResource(), initial_pool_size=pool_size, maximum_pool_size=maximum_size
+        )
+    return rmm.mr.CudaAsyncMemoryResource(initial_pool_size=pool_size)
+
+
+@contextlib.contextmanager
+def using_resource(resource) -> Iterator[object]:
+    """Make ``resource`` RMM's current resource inside the block, and put the previous one back after it.
+
+    Memory allocated inside stays tied to ``resource`` (RMM buffers keep their resource alive), so it may
+    outlive the block safely.
+    """
+    import rmm
+
+    previous = rmm.mr.get_current_device_resource()
+    rmm.mr.set_current_device_resource(resource)
+    try:
+        yield resource
+    finally:
+        rmm.mr.set_current_device_resource(previous)
+
+
+def time_under_resources(work: Callable[[], object], kinds=RESOURCE_KINDS, *, pool_size: int = GIB, repeat: int = 5):
+    """Time ``work`` with each kind of resource current, in turn, and compare them (:mod:`support.bench`).
+
+    Each resource gets one untimed warm-up; the timed runs then go round the resources ``repeat`` times, so a
+    slow drift of the machine affects all of them alike. Times are CUDA events around each call.
+    """
+    from support.bench import Timing, compare, time_cuda
+
+    resources = {kind: make_resource(kind, pool_size=pool_size) for kind in kinds}
+    for resource in resources.values():
+        with using_resource(resource):
+            work()
+    samples: dict[str, list[float]] = {kind: [] for kind in kinds}
+    for _ in range(repeat):
+        for kind, resource in resources.items():
+            with using_resource(resource):
+                samples[kind].append(time_cuda(work, warmup=0, repeat=1).samples[0])
+    return compare(*(Timing(kind, tuple(times), "CUDA events") for kind, times in samples.items()))
+
+
+@dataclass(frozen=True)
+class Fragmentation:
+    """A pool that has free memory, but not in one piece."""
+
+    pool_bytes: int
+    block_bytes: int
+    blocks_that_fit: int
+    free_bytes: int
+    request_bytes: int
+    request_fitted: bool
+    error: str
+
+    def __str__(self) -> str:
+        outcome = "fitted" if self.request_fitted else f"failed ({self.error})"
+        return (
+            f"a {describe_bytes(self.pool_bytes)} pool held {self.blocks_that_fit} blocks of "
+            f"{describe_bytes(self.block_bytes)}; after freeing every other one it had "
+            f"{describe_bytes(self.free_bytes)} free, and a request for {describe_bytes(self.request_bytes)} {outcome}"
+        )
+
+
+def show_fragmentation(pool_bytes: int = 64 * MIB, block_bytes: int = MIB) -> Fragmentation:
+    """Fill a fixed-size RMM pool with blocks, free every other one, then ask for two blocks' worth at once."""
+    import rmm
+
+    if block_bytes <= 0 or pool_bytes < 4 * block_bytes:
+        raise ValueError("the pool must hold at least four blocks of positive size")
+    pool = rmm.mr.PoolMemoryResource(
+        rmm.mr.CudaMemoryResource(), initial_pool_size=pool_bytes, maximum_pool_size=pool_bytes
+    )
+    blocks = []
+    with contextlib.suppress(MemoryError):
+        while True:
+            blocks.append(pool.allocate(block_bytes))
+    for pointer in blocks[::2]:
+        pool.deallocate(pointer, block_bytes)
+    kept = blocks[1::2]
+    request = 2 * block_bytes
+    error = ""
+    try:
+        pool.deallocate(pool.allocate(request), request)
+    except MemoryError as exc:
+        error = _first_line(exc)
+    for pointer in kept:
+        pool.deallocate(pointer, block_bytes)
+    return Fragmentation(
+        pool_bytes, block_bytes, len(blocks), (len(blocks) - len(kept)) * block_bytes, request, not error, error
+    )
+
+
+def _first_line(exc: BaseException) -> str:
+    """The part of a library's error message a reader needs: its last ``:``-separated clause, on one line."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return text.rsplit(": ", 1)[-1] if len(text) > 120 else text

@@ -1,0 +1,252 @@
+"""support.memory on the CPU: sizes, pool sizing, the churn benchmark's plan and loop, logs, caps, leaks,
+the workload on pandas, JAX settings, figures. What needs RMM or a GPU runs in chapter 4."""
+
+from __future__ import annotations
+
+import json
+
+import pandas
+import pytest
+
+from support import memory
+from support.memory import churn, jax_probe, limits, observe, plots, workload
+from support.memory.sizes import GIB, KIB, MIB, describe_bytes, round_up
+
+
+def test_sizes_read_like_people_write_them():
+    assert describe_bytes(0) == "0 B" and describe_bytes(1536) == "1.50 KiB" and describe_bytes(GIB) == "1.00 GiB"
+    assert round_up(1, 256) == 256 and round_up(512, 256) == 512 and round_up(0, 7) == 0
+    with pytest.raises(ValueError, match="negative"):
+        describe_bytes(-1)
+    with pytest.raises(ValueError, match="granularity"):
+        round_up(5, 0)
+
+
+def test_pool_setup_refuses_what_would_not_work(monkeypatch):
+    assert memory.describe_bytes(512) == "512 B" and memory.describe_bytes(3 * 2**20) == "3.00 MiB"
+    with pytest.raises(memory.MemorySetupError, match="has 1.00 GiB free of 80.00 GiB"):
+        memory.check_pool_size(2 * memory.GIB, memory.GIB, 80 * memory.GIB)
+    with pytest.raises(memory.MemorySetupError, match="positive size"):
+        memory.check_pool_size(0, memory.GIB, memory.GIB)
+    monkeypatch.setattr(memory.pools, "torch_already_on_cuda", lambda: True)
+    with pytest.raises(memory.MemorySetupError, match="before the first CUDA tensor"):
+        memory.use_one_pool()
+    earlier = memory.PoolReport(memory.GIB, ["cuDF"])
+    monkeypatch.setattr(memory.pools, "_active", earlier)  # a second call returns what the first set up
+    assert memory.use_one_pool() is earlier
+    with memory.memory_scope() as use:  # without RMM statistics the numbers stay 0
+        pass
+    assert (use.peak_bytes, use.held_after) == (0, 0)
+
+
+def test_pool_size_is_the_peak_plus_headroom_rounded_up():
+    assert memory.suggest_pool_size(GIB, free=80 * GIB) == GIB + 256 * MIB
+    assert memory.suggest_pool_size(GIB, free=80 * GIB, headroom=0) == GIB
+    assert memory.suggest_pool_size(GIB + 1, free=80 * GIB, headroom=0) == GIB + 256 * MIB
+    with pytest.raises(memory.MemorySetupError, match=r"needs 5.00 GiB, but the GPU has 4.00 GiB free"):
+        memory.suggest_pool_size(4 * GIB, free=4 * GIB)
+    with pytest.raises(ValueError, match="measure the work's peak first"):
+        memory.suggest_pool_size(0, free=GIB)
+    with pytest.raises(ValueError, match="cannot be negative"):
+        memory.suggest_pool_size(GIB, free=GIB, headroom=-0.1)
+
+
+def test_resources_and_caps_refuse_bad_arguments_before_touching_a_gpu():
+    with pytest.raises(ValueError, match="unknown resource kind 'malloc'; choose one of cudaMalloc, pool"):
+        memory.make_resource("malloc")
+    with pytest.raises(ValueError, match="positive number of bytes"), memory.allocation_limit(0):
+        pass
+    with pytest.raises(ValueError, match="cannot start larger than its maximum"):
+        with memory.pool_with_maximum(2 * GIB, GIB):
+            pass
+
+
+def test_limit_message_names_the_cap_what_was_in_use_and_the_fix():
+    text = limits.limit_message("a limit", 256 * MIB, 76 * MIB, "std::bad_alloc: out_of_memory: Exceeded\nmore")
+    assert text.startswith("the work needed more than a limit of 256.00 MiB: 76.00 MiB were in use")
+    assert "(std::bad_alloc: out_of_memory: Exceeded)" in text and "raise the cap" in text
+    assert issubclass(memory.MemoryLimitError, MemoryError)
+
+
+def test_churn_plan_is_seeded_bounded_and_checked():
+    plan = churn.ChurnPlan(steps=2000, live=16, seed=3)
+    sizes, victims = plan.sizes(), plan.victims()
+    assert len(sizes) == 2016 and len(victims) == 2000
+    assert sizes == churn.ChurnPlan(steps=2000, live=16, seed=3).sizes() != churn.ChurnPlan(steps=2000, live=16).sizes()
+    assert min(sizes) >= KIB and max(sizes) <= 4 * MIB and set(victims) <= set(range(16))
+    small = churn.ChurnPlan(steps=2000, live=16, spread="log-uniform").sizes()
+    assert min(small) >= KIB and max(small) <= 4 * MIB
+    median = sorted(small)[len(small) // 2]
+    assert 32 * KIB < median < 128 * KIB < sorted(sizes)[len(sizes) // 2]  # log-uniform: median near 64 KiB
+    for bad in ({"steps": 0}, {"live": 0}, {"smallest": 0}, {"smallest": 8, "largest": 4}, {"spread": "normal"}):
+        with pytest.raises(ValueError):
+            churn.ChurnPlan(**bad)
+
+
+def test_churn_frees_exactly_the_planned_buffer_and_allocates_the_planned_size():
+    plan = churn.ChurnPlan(steps=500, live=8, seed=1)
+    allocated, released = [], []
+
+    def allocate(size):
+        allocated.append(size)
+        return len(allocated) - 1  # a handle: the allocation's number
+
+    allocator = churn.Allocator(allocate=allocate, release=released.append)
+    run = churn.Churn(allocator, plan)
+    run.run()
+    assert allocated == plan.sizes()
+    live = list(range(plan.live))
+    for step, victim in enumerate(plan.victims()):
+        assert released[step] == live[victim]
+        live[victim] = plan.live + step
+    run.close()
+    assert released[plan.steps :] == live and run.live == []
+
+
+def test_churn_measures_the_python_loop_here_and_in_a_fresh_process(tmp_path):
+    plan = churn.ChurnPlan(steps=1000, live=8)
+    here = churn.measure("python loop only", plan, repeat=3)
+    assert here.steps == 1000 and len(here.samples) == 3 and 0 < here.seconds_per_step < 1e-4
+    fresh = churn.measure_in_fresh_process("python loop only", plan, repeat=2)
+    assert fresh.allocator == "python loop only" and len(fresh.samples) == 2
+    with pytest.raises(ValueError, match="unknown allocator 'malloc'"):
+        churn.measure("malloc", plan)
+
+
+def test_a_failing_churn_process_says_which_allocator_and_why():
+    plan = churn.ChurnPlan(steps=10, live=2)
+    with pytest.raises(
+        RuntimeError, match=r"'python loop only' failed in its process \(exit 1\):(.|\n)*repeat must be"
+    ):
+        churn.measure_in_fresh_process("python loop only", plan, repeat=0)
+
+
+def test_churn_command_line_prints_one_json_line(capsys):
+    assert churn.main(["python loop only", "--steps=200", "--live=4", "--repeat=2", "--spread=log-uniform"]) == 0
+    found = json.loads(capsys.readouterr().out.strip())
+    assert found["allocator"] == "python loop only" and found["steps"] == 200 and len(found["samples"]) == 2
+
+
+def test_churn_rows_compare_to_cudamalloc_and_subtract_the_loop():
+    results = [
+        churn.ChurnResult("python loop only", 1e-7, (1e-7,), 10),
+        churn.ChurnResult("cudaMalloc (RMM)", 20e-6, (20e-6,), 10),
+        churn.ChurnResult("pool (RMM)", 4e-6, (4e-6,), 10),
+    ]
+    rows = {row["allocator"]: row for row in churn.churn_rows(results)}
+    assert rows["pool (RMM)"]["vs cudaMalloc (RMM)"] == "5.0×"
+    assert rows["cudaMalloc (RMM)"]["vs cudaMalloc (RMM)"] == "1.0×"
+    assert rows["pool (RMM)"]["less the Python loop"] == "3.90 µs"
+    assert rows["python loop only"]["less the Python loop"] == "0.00 ns"
+    assert rows["python loop only"]["vs cudaMalloc (RMM)"] == "not an allocator"
+
+
+def _write_log(path, stamps, actions=("allocate", "allocate", "free", "deallocate")):
+    lines = ["Thread,Time,Action,Pointer,Size,Stream"]
+    sizes = [100, 50, 100, 50]
+    for stamp, action, size in zip(stamps, actions, sizes, strict=True):
+        lines.append(f"7,{stamp},{action},0x1,{size},0x0")
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@pytest.mark.parametrize(
+    "stamps",
+    [
+        ("18:44:57.000000", "18:44:57.001000", "18:44:57.002500", "18:44:57.004000"),
+        ("18:44:57:000000", "18:44:57:001000", "18:44:57:002500", "18:44:57:004000"),
+        ("1634567890.000000", "1634567890.001000", "1634567890.002500", "1634567890.004000"),
+    ],
+)
+def test_allocation_log_becomes_memory_over_time(tmp_path, stamps):
+    log = observe.read_allocation_log(_write_log(tmp_path / "log.csv", stamps))
+    assert log["bytes_in_use"].tolist() == [100, 150, 50, 0]
+    assert log["seconds"].round(6).tolist() == [0.0, 0.001, 0.0025, 0.004]
+
+
+def test_allocation_log_past_midnight_and_bad_logs(tmp_path):
+    log = observe.read_allocation_log(
+        _write_log(tmp_path / "night.csv", ("23:59:59.999000", "00:00:00.001000", "00:00:00.002000", "00:00:01"))
+    )
+    assert log["seconds"].round(6).tolist() == [0.0, 0.002, 0.003, 1.001]
+    with pytest.raises(ValueError, match="unknown actions \\['borrow'\\]"):
+        observe.read_allocation_log(
+            _write_log(tmp_path / "odd.csv", ("1.0", "2.0", "3.0", "4.0"), ("allocate", "borrow", "free", "free"))
+        )
+    (tmp_path / "other.csv").write_text("a,b\n1,2\n")
+    with pytest.raises(
+        ValueError, match="not an RMM allocation log: it lacks the columns \\['Action', 'Size', 'Time'\\]"
+    ):
+        observe.read_allocation_log(tmp_path / "other.csv")
+    with pytest.raises(ValueError, match="cannot read the time stamp"):
+        observe.read_allocation_log(_write_log(tmp_path / "t.csv", ("1:2", "2.0", "3.0", "4.0")))
+
+
+def test_leak_message_only_when_memory_stayed():
+    assert observe.leak_message(10 * MIB, 10 * MIB) is None
+    assert observe.leak_message(10 * MIB, 5 * MIB) is None
+    assert observe.leak_message(0, 3 * KIB, tolerance=4 * KIB) is None
+    text = observe.leak_message(MIB, 9 * MIB)
+    assert text.startswith("8.00 MiB still allocated after the block (it began at 1.00 MiB, ended at 9.00 MiB)")
+    assert issubclass(memory.MemoryLeakError, AssertionError)
+
+
+def test_workload_on_pandas_ranks_regions_and_marks_its_stages():
+    tables = workload.make_tables(20_000, seed=4, frames=pandas)
+    assert tables.rows == 20_000 and len(tables.customers) == 2_000
+    seen = []
+    peaks = observe.StagePeaks()
+
+    def stage(name):
+        seen.append(name)
+        return peaks(name)
+
+    ranked = workload.revenue_by_region(tables, stage=stage)
+    assert seen == ["join", "price", "top customers", "by region"]
+    assert [row["stage"] for row in peaks.rows()] == seen  # without RMM statistics the peaks read 0 B
+    assert 0 < len(ranked) <= 50 and ranked["revenue"].is_monotonic_decreasing
+    joined = tables.orders.merge(tables.customers, on="customer")
+    expected = (joined["amount"] * joined["quantity"] * (1 - joined["discount"])).sum()
+    assert ranked["revenue"].sum() == pytest.approx(expected)
+    assert 0 < ranked["top_customer_share"].iloc[0] < 1
+    with pytest.raises(ValueError, match="at least one row"):
+        workload.make_tables(0, frames=pandas)
+
+
+def test_jax_settings_replace_the_callers_jax_variables():
+    base = {"PATH": "/bin", "XLA_PYTHON_CLIENT_PREALLOCATE": "false", "XLA_PYTHON_CLIENT_MEM_FRACTION": ".5"}
+    default = jax_probe.jax_environment("preallocate 75 % (JAX's default)", base)
+    assert default == {"PATH": "/bin", "XLA_PYTHON_CLIENT_PREALLOCATE": "true"}
+    platform = jax_probe.jax_environment("platform allocator", base)
+    assert platform["XLA_PYTHON_CLIENT_ALLOCATOR"] == "platform" and "XLA_PYTHON_CLIENT_MEM_FRACTION" not in platform
+    with pytest.raises(ValueError, match="unknown JAX memory setting 'huge'"):
+        jax_probe.jax_environment("huge", base)
+    probe = jax_probe.JaxProbe("grow on demand", GIB, 2 * GIB, 3e-4, 24 * GIB, False, "MemoryError: out of memory")
+    row = probe.row(80 * GIB)
+    assert row["share of the GPU"] == "2%" and row["cuDF job of 24.00 GiB"] == "out of memory"
+    assert row["JAX step (median)"] == "300 µs"
+
+
+def test_jax_probe_refuses_to_crowd_out_other_users_of_the_gpu():
+    assert jax_probe.preallocated_fraction("preallocate 75 % (JAX's default)") == 0.75
+    assert jax_probe.preallocated_fraction("preallocate 25 %") == 0.25
+    assert (
+        jax_probe.preallocated_fraction("grow on demand") == jax_probe.preallocated_fraction("platform allocator") == 0
+    )
+    jax_probe.check_room_for_jax("preallocate 75 % (JAX's default)", free=78 * GIB, total=80 * GIB)
+    jax_probe.check_room_for_jax("grow on demand", free=1 * GIB, total=80 * GIB)
+    with pytest.raises(memory.MemorySetupError, match=r"would take 60.00 GiB of this GPU's 80.00 GiB, but only 40.00"):
+        jax_probe.check_room_for_jax("preallocate 75 % (JAX's default)", free=40 * GIB, total=80 * GIB)
+    with pytest.raises(memory.MemorySetupError, match="run this on a GPU of your own"):
+        jax_probe.check_room_for_jax("preallocate 25 %", free=20 * GIB, total=80 * GIB)
+
+
+def test_figures_draw_without_a_gpu(tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    results = [churn.ChurnResult("python loop only", 1e-7, (1e-7,), 10), churn.ChurnResult("pool", 4e-6, (4e-6,), 10)]
+    plots.churn_figure(results).savefig(tmp_path / "churn.png")
+    log = observe.read_allocation_log(_write_log(tmp_path / "log.csv", ("1.0", "1.5", "2.0", "3.0")))
+    plots.memory_over_time_figure(log).savefig(tmp_path / "memory.png")
+    assert (tmp_path / "churn.png").stat().st_size > 0 and (tmp_path / "memory.png").stat().st_size > 0
