@@ -62,9 +62,12 @@ def test_resources_and_caps_refuse_bad_arguments_before_touching_a_gpu():
 
 
 def test_limit_message_names_the_cap_what_was_in_use_and_the_fix():
-    text = limits.limit_message("a limit", 256 * MIB, 76 * MIB, "std::bad_alloc: out_of_memory: Exceeded\nmore")
-    assert text.startswith("the work needed more than a limit of 256.00 MiB: 76.00 MiB were in use")
+    text = limits.limit_message("a limit", 256 * MIB, "std::bad_alloc: out_of_memory: Exceeded\nmore")
+    assert text.startswith("the work needed more than a limit of 256.00 MiB: a request failed")
     assert "(std::bad_alloc: out_of_memory: Exceeded)" in text and "raise the cap" in text
+    long = "std::bad_alloc: out_of_memory: RMM failure at:/rmm/cpp/src/mr/limiting.cpp:61: Exceeded memory limit 9; "
+    long += "Allocated bytes 8; Requested bytes 4" + " " * 40
+    assert "(Exceeded memory limit 9; Allocated bytes 8; Requested bytes 4)" in limits.limit_message("a cap", 9, long)
     assert issubclass(memory.MemoryLimitError, MemoryError)
 
 

@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from support.memory.pools import MemorySetupError
+from support.memory.pools import MemorySetupError, summarize_error
 from support.memory.sizes import GIB, describe_bytes
 
 SETTINGS: dict[str, dict[str, str]] = {
@@ -130,8 +130,6 @@ def _cudf_job(job_bytes: int) -> None:
 
 def probe(setting: str, job_bytes: int, steps: int = 64) -> JaxProbe:
     """Run in a process started with :func:`jax_environment` (``setting`` only labels the result)."""
-    from support.memory.pools import _first_line
-
     free_before, _ = _free_bytes()
     import jax.numpy as jnp
 
@@ -143,7 +141,7 @@ def probe(setting: str, job_bytes: int, steps: int = 64) -> JaxProbe:
     try:
         _cudf_job(job_bytes)
     except MemoryError as exc:
-        error = f"{type(exc).__name__}: {_first_line(exc)}"
+        error = f"{type(exc).__name__}: {summarize_error(str(exc))}"
     return JaxProbe(
         setting, free_before - free_started, free_before - free_worked, seconds, job_bytes, not error, error
     )

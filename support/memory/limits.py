@@ -18,16 +18,20 @@ class MemoryLimitError(MemoryError):
     """Work asked for more GPU memory than a cap allows; the message names the cap and what was in use."""
 
 
-def limit_message(what: str, cap: int, in_use: int, library_message: str) -> str:
+def limit_message(what: str, cap: int, library_message: str) -> str:
     """The message of :class:`MemoryLimitError` (kept apart so the CPU tests can check it).
 
-    >>> limit_message("a limit", 2**20, 2**19, "out_of_memory")  # doctest: +ELLIPSIS
-    'the work needed more than a limit of 1.00 MiB: 512.00 KiB were in use when a request failed (...'
+    The library's own detail is kept: at the moment of failure it knows what was allocated and what was asked
+    for, which can no longer be read once the error has unwound the work.
+
+    >>> limit_message("a limit", 2**20, "out_of_memory")  # doctest: +ELLIPSIS
+    'the work needed more than a limit of 1.00 MiB: a request failed (out_of_memory); raise the cap, or ...'
     """
+    from support.memory.pools import summarize_error
+
     return (
-        f"the work needed more than {what} of {describe_bytes(cap)}: {describe_bytes(in_use)} were in use when a "
-        f"request failed ({library_message.strip().splitlines()[0] if library_message.strip() else 'no detail'}); "
-        "raise the cap, or make the work smaller (fewer rows at a time)"
+        f"the work needed more than {what} of {describe_bytes(cap)}: a request failed "
+        f"({summarize_error(library_message)}); raise the cap, or make the work smaller (fewer rows at a time)"
     )
 
 
@@ -54,7 +58,7 @@ def allocation_limit(cap: int) -> Iterator[object]:
     except MemoryError as exc:
         if isinstance(exc, MemoryLimitError):
             raise
-        raise MemoryLimitError(limit_message("a limit", cap, limited.get_allocated_bytes(), str(exc))) from exc
+        raise MemoryLimitError(limit_message("a limit", cap, str(exc))) from exc
 
 
 @contextlib.contextmanager
@@ -69,17 +73,13 @@ def pool_with_maximum(initial: int, maximum: int) -> Iterator[object]:
         raise ValueError(
             f"a pool cannot start larger than its maximum: {describe_bytes(initial)} > {describe_bytes(maximum)}"
         )
-    import rmm
-
     from support.memory.pools import make_resource, using_resource
 
     pool = make_resource("pool", pool_size=initial, maximum_size=maximum)
-    counted = rmm.mr.StatisticsResourceAdaptor(pool)
     try:
-        with using_resource(counted):
+        with using_resource(pool):
             yield pool
     except MemoryError as exc:
         if isinstance(exc, MemoryLimitError):
             raise
-        in_use = int(counted.allocation_counts.current_bytes)
-        raise MemoryLimitError(limit_message("a pool with a maximum", maximum, in_use, str(exc))) from exc
+        raise MemoryLimitError(limit_message("a pool with a maximum", maximum, str(exc))) from exc

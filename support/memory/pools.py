@@ -138,7 +138,10 @@ def current_bytes() -> int:
 
     statistics = rmm.statistics.get_statistics()
     if statistics is None:
-        raise MemorySetupError("RMM statistics are off: call use_one_pool() (statistics=True) first")
+        raise MemorySetupError(
+            "RMM's current resource does not count allocations: call use_one_pool() (statistics=True) first, and "
+            "read the count outside blocks that wrap the resource (allocation_limit, allocation_log)"
+        )
     return int(statistics.current_bytes)
 
 
@@ -285,7 +288,7 @@ def show_fragmentation(pool_bytes: int = 64 * MIB, block_bytes: int = MIB) -> Fr
     try:
         pool.deallocate(pool.allocate(request), request)
     except MemoryError as exc:
-        error = _first_line(exc)
+        error = summarize_error(str(exc))
     for pointer in kept:
         pool.deallocate(pointer, block_bytes)
     return Fragmentation(
@@ -293,7 +296,15 @@ def show_fragmentation(pool_bytes: int = 64 * MIB, block_bytes: int = MIB) -> Fr
     )
 
 
-def _first_line(exc: BaseException) -> str:
-    """The part of a library's error message a reader needs: its last ``:``-separated clause, on one line."""
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+def summarize_error(message: str) -> str:
+    """The part of a library's error message a reader needs: its first line, and of a long one (RMM's start with
+    the source file and line) only the last ``: ``-separated clause.
+
+    >>> summarize_error("std::bad_alloc: out_of_memory: RMM failure at:/rmm/cpp/src/mr/limiting.cpp:61: "
+    ...                 "Exceeded memory limit 268435456; Allocated bytes 240000000; Requested bytes 40000000")
+    'Exceeded memory limit 268435456; Allocated bytes 240000000; Requested bytes 40000000'
+    >>> summarize_error("cudaErrorMemoryAllocation out of memory")
+    'cudaErrorMemoryAllocation out of memory'
+    """
+    text = message.strip().splitlines()[0] if message.strip() else "no detail"
     return text.rsplit(": ", 1)[-1] if len(text) > 120 else text
