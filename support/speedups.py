@@ -1,0 +1,110 @@
+"""The same work on the CPU and on the GPU, side by side in one run: NumPy vs CuPy, pandas vs cuDF.
+
+Each workload is written once against a module argument (``xp`` for NumPy/CuPy, ``frames`` for pandas/cuDF), so
+the two sides do exactly the same thing. :func:`side_by_side` times both sides (the wall clock for the CPU,
+CUDA events for the GPU; warm-ups, repeats, medians) and :func:`speedup_rows` puts them in a table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+
+def random_matrix(side: int, xp=np, seed: int = 0):
+    """A ``side × side`` float64 matrix, uniform in [0, 2π), made by ``xp`` with ``seed``."""
+    if side < 1:
+        raise ValueError(f"the matrix needs at least one row, not {side}")
+    return xp.random.default_rng(seed).random((side, side)) * (2 * np.pi)
+
+
+def trig_identity_holds(xp, x) -> bool:
+    """Whether ``sin(x)**2 + cos(x)**2 == 1`` holds exactly for every element (in floating point it need not)."""
+    return bool((xp.sin(x) ** 2 + xp.cos(x) ** 2 == 1).all())
+
+
+@dataclass
+class Frames:
+    """A frame of ``rows`` rows (``x`` a float, ``y`` one of ``groups`` keys) and a lookup table keyed by ``y``."""
+
+    frame: object
+    lookup: object
+
+
+def make_frames(rows: int, groups: int = 1000, *, seed: int = 0, frames=None) -> Frames:
+    """The frames of the data-frame comparison, as cuDF unless ``frames`` (a module) says otherwise."""
+    if rows < 1 or groups < 1:
+        raise ValueError(f"need at least one row and one group, not {rows} rows and {groups} groups")
+    if frames is None:
+        import cudf as frames
+    rng = np.random.default_rng(seed)
+    frame = frames.DataFrame({"x": rng.normal(size=rows), "y": rng.integers(0, groups, rows)})
+    lookup = frames.DataFrame({"y": np.arange(groups), "weight": rng.random(groups)})
+    return Frames(frame, lookup)
+
+
+FRAME_OPERATIONS: dict[str, Callable[[Frames], object]] = {
+    "x.mean()": lambda f: f.frame["x"].mean(),
+    "groupby('y').mean()": lambda f: f.frame.groupby("y").mean(),
+    "merge(on='y')": lambda f: f.frame.merge(f.lookup, on="y"),
+}
+
+
+@dataclass(frozen=True)
+class SideBySide:
+    """One piece of work timed on both sides."""
+
+    work: str
+    cpu: object  # support.bench.Timing
+    gpu: object
+
+    @property
+    def speedup(self) -> float:
+        return self.cpu.median / self.gpu.median
+
+
+def side_by_side(
+    work: str, on_cpu: Callable[[], object], on_gpu: Callable[[], object], *, cpu_repeat: int = 3, gpu_repeat: int = 10
+) -> SideBySide:
+    """Time ``on_cpu`` with the wall clock and ``on_gpu`` with CUDA events, each after a warm-up."""
+    from support.bench import time_cuda, time_wall
+
+    cpu = time_wall(on_cpu, label=f"{work} (CPU)", warmup=1, repeat=cpu_repeat)
+    gpu = time_cuda(on_gpu, label=f"{work} (GPU)", warmup=2, repeat=gpu_repeat)
+    return SideBySide(work, cpu, gpu)
+
+
+def speedup_rows(results: list[SideBySide]) -> list[dict[str, object]]:
+    """The table of medians and speed-ups."""
+    from support.bench import format_seconds
+
+    return [
+        {
+            "work": r.work,
+            "CPU median": format_seconds(r.cpu.median),
+            "GPU median": format_seconds(r.gpu.median),
+            "speed-up": f"{r.speedup:.0f}×" if r.speedup >= 10 else f"{r.speedup:.1f}×",
+        }
+        for r in results
+    ]
+
+
+def speedup_figure(results: list[SideBySide]):
+    """Horizontal bars of the speed-ups, on a log scale."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(figsize=(8, 0.5 * len(results) + 1.2), dpi=90, layout="constrained")
+    names = [r.work for r in results]
+    values = [r.speedup for r in results]
+    axes.barh(names, values, color="tab:green")
+    axes.invert_yaxis()
+    axes.set_xscale("log")
+    axes.axvline(1, color="black", linewidth=0.8)
+    axes.set(xlabel="GPU speed-up over the CPU (median, log scale)", title="the same work, CPU vs GPU")
+    for y, value in enumerate(values):
+        label = f"{value:,.0f}×" if value >= 10 else f"{value:.1f}×"
+        axes.annotate(label, (value, y), xytext=(4, 0), textcoords="offset points", va="center")
+    axes.margins(x=0.2)
+    return fig

@@ -1,0 +1,135 @@
+"""support.layouts, support.speedups and support.host_link on the CPU. The Numba kernels run in Numba's CUDA
+simulator here (conftest switches it on when there is no GPU) and are checked against NumPy."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas
+import pytest
+
+from support import host_link, layouts, speedups
+from support.bench import Timing
+
+
+def test_structured_records_and_their_matrix_view_share_bytes():
+    records = layouts.structured_records(10, seed=3)
+    matrix = layouts.as_matrix(records)
+    assert matrix.shape == (10, 4) and np.shares_memory(matrix, records)
+    assert np.array_equal(matrix[:, 2], records["z"]) and records.dtype.itemsize == layouts.RECORD_BYTES == 16
+    assert np.array_equal(layouts.random_records(10, seed=3), matrix)
+    with pytest.raises(layouts.LayoutError, match="not contiguous"):
+        layouts.as_matrix(records[::2])
+    with pytest.raises(layouts.LayoutError, match="expected records of dtype"):
+        layouts.as_matrix(np.zeros(3))
+    with pytest.raises(layouts.LayoutError, match="at least one record"):
+        layouts.structured_records(0)
+
+
+@pytest.mark.parametrize("field", layouts.FIELDS)
+def test_sum_field_kernel_matches_numpy(field):
+    records = layouts.random_records(3000, seed=5)
+    expected = records[:, layouts.field_index(field)].astype(np.float64).sum()
+    assert layouts.sum_field(records, field) == pytest.approx(expected, rel=1e-12)
+
+
+def test_the_same_kernel_sums_one_contiguous_field():
+    fields = layouts.to_fields(layouts.random_records(700, seed=6))
+    total = float(layouts.sum_values_async(fields[1])[0])
+    assert total == pytest.approx(fields[1].astype(np.float64).sum(), rel=1e-12)
+    with pytest.raises(layouts.LayoutError, match=r"an \(n, 4\) array"):
+        layouts.sum_field(fields[1].reshape(-1, 1), "x")
+    with pytest.raises(layouts.LayoutError, match="not contiguous"):
+        layouts.sum_values_async(fields[1][::2])
+    with pytest.raises(layouts.LayoutError, match=r"one contiguous float32 field \(1-D\), got shape \(4, 700\)"):
+        layouts.sum_values_async(fields)
+
+
+def test_transposition_kernel_gives_one_contiguous_row_per_field():
+    records = layouts.random_records(1500, seed=7)
+    fields = layouts.to_fields(records)
+    assert fields.shape == (4, 1500) and fields.flags.c_contiguous and np.array_equal(fields, records.T)
+
+
+def test_kernels_refuse_layouts_they_cannot_read():
+    records = layouts.random_records(8)
+    for bad, problem in [
+        (records[::2], "C-contiguous"),
+        (records.T.copy(), r"an \(n, 4\) array"),
+        (records.astype(np.float64), "must be float32"),
+    ]:
+        with pytest.raises(layouts.LayoutError, match=problem):
+            layouts.sum_field(bad, "x")
+        with pytest.raises(layouts.LayoutError, match=problem):
+            layouts.to_fields(bad)
+    with pytest.raises(layouts.LayoutError, match="there is no field 'v'"):
+        layouts.sum_field(records, "v")
+
+
+def test_every_way_of_summing_one_field_agrees_and_knows_what_it_reads():
+    records = layouts.random_records(900, seed=8)
+    fields = layouts.to_fields(records)
+    ways = layouts.one_field_ways(records, fields, "z")
+    expected = records[:, 2].astype(np.float64).sum()
+    for name, (work, variant) in ways.items():
+        assert float(np.asarray(work()).ravel()[0]) == pytest.approx(expected, rel=1e-5), name
+        assert variant.useful_bytes == 900 * 4
+        assert variant.bytes_read == (900 * 16 if variant.layout == "AoS" else 900 * 4), name
+    assert {v.layout for _, v in ways.values()} == {"AoS", "SoA"} and len(ways) == 6
+
+
+def _timing(label, seconds):
+    return Timing(label, (seconds,), "cuda-events")
+
+
+def test_bandwidth_rows_compare_with_copy_and_with_the_layouts_ideal():
+    variants = {
+        "soa": layouts.Variant("soa", "SoA", 100, 100),
+        "aos": layouts.Variant("aos", "AoS", 400, 100),
+    }
+    rows = layouts.bandwidth_rows({"soa": _timing("soa", 1e-9), "aos": _timing("aos", 4e-9)}, variants, 100e9)
+    by_name = {row["variant"]: row for row in rows}
+    assert by_name["soa"]["useful GB/s"] == 100.0 and by_name["soa"]["of copy bandwidth"] == "100%"
+    assert by_name["aos"]["useful GB/s"] == 25.0 and by_name["aos"]["of its layout's ideal"] == "100%"
+    assert layouts.transposition_break_even(2.0, 1.5, 0.5) == 2.0
+    assert layouts.transposition_break_even(2.0, 0.5, 0.5) == math.inf
+
+
+def test_speedup_workloads_on_the_cpu():
+    x = speedups.random_matrix(50, np, seed=1)
+    assert x.shape == (50, 50) and 0 <= x.min() and x.max() < 2 * np.pi
+    assert speedups.trig_identity_holds(np, np.zeros(4)) is True
+    frames = speedups.make_frames(5000, groups=20, seed=2, frames=pandas)
+    assert len(frames.frame) == 5000 and len(frames.lookup) == 20
+    grouped = speedups.FRAME_OPERATIONS["groupby('y').mean()"](frames)
+    assert len(grouped) == 20 and len(speedups.FRAME_OPERATIONS["merge(on='y')"](frames)) == 5000
+    with pytest.raises(ValueError, match="at least one row"):
+        speedups.make_frames(0, frames=pandas)
+
+
+def test_speedup_table_and_figure(tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    results = [
+        speedups.SideBySide("slow", _timing("a", 2.0), _timing("b", 0.5)),
+        speedups.SideBySide("fast", _timing("c", 3.0), _timing("d", 0.001)),
+    ]
+    rows = speedups.speedup_rows(results)
+    assert [row["speed-up"] for row in rows] == ["4.0×", "3000×"]
+    speedups.speedup_figure(results).savefig(tmp_path / "speedups.png")
+    values = {"a": 2e9, "b": 1e9}
+    variants = {"a": layouts.Variant("a", "SoA", 1, 1), "b": layouts.Variant("b", "AoS", 4, 1)}
+    layouts.bandwidth_figure(values, variants, 3e9).savefig(tmp_path / "bandwidth.png")
+
+
+def test_pipeline_stages_are_the_same_with_and_without_round_trips():
+    x = np.random.default_rng(0).normal(size=1000)
+    plain = host_link.run_stages(x, np)
+    assert np.allclose(plain, host_link.run_stages(x, np, round_trip=True))
+    assert [name for name, _ in host_link.stages(np)] == ["standardize", "clip", "signed sqrt", "running sum"]
+    runs = host_link.PipelineRuns(_timing("cpu", 1.0), _timing("gpu", 0.01), _timing("trips", 0.5), 8000, 0.4)
+    assert [row["speed-up over the CPU"] for row in runs.rows()] == ["1.0×", "100.0×", "2.0×"]
+    rows = host_link.bandwidth_rows({"host→GPU, pinned": _timing("p", 0.02)}, 2**30)
+    assert rows[0]["GB/s"] == round(2**30 / 0.02 / 1e9, 1)
