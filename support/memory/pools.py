@@ -54,7 +54,7 @@ def suggest_pool_size(peak_bytes: int, free: int, *, headroom: float = 0.25, gra
         raise MemorySetupError(
             f"the work peaks at {describe_bytes(peak_bytes)}; with {headroom:.0%} headroom its pool needs "
             f"{describe_bytes(size)}, but the GPU has {describe_bytes(free)} free: process the data in chunks, "
-            "or let cuDF spill to host memory (chapter 5)"
+            "or let cuDF spill to host memory (its spilling option)"
         )
     return size
 
