@@ -253,3 +253,48 @@ def test_figures_draw_without_a_gpu(tmp_path):
     log = observe.read_allocation_log(_write_log(tmp_path / "log.csv", ("1.0", "1.5", "2.0", "3.0")))
     plots.memory_over_time_figure(log).savefig(tmp_path / "memory.png")
     assert (tmp_path / "churn.png").stat().st_size > 0 and (tmp_path / "memory.png").stat().st_size > 0
+
+
+def test_the_managed_memory_guard_refuses_oversubscription_unless_opted_in():
+    from support.memory import managed
+
+    managed.check_managed_request(GIB, free=2 * GIB, total=80 * GIB, environ={})
+    managed.check_managed_request(2 * GIB, free=2 * GIB, total=80 * GIB, environ={})  # exactly what is free: allowed
+    with pytest.raises(managed.OversubscriptionRefused) as refused:
+        managed.check_managed_request(3 * GIB, free=2 * GIB, total=80 * GIB, environ={})
+    text = str(refused.value)
+    assert "3.00 GiB is more than the 2.00 GiB free on this GPU (of 80.00 GiB)" in text
+    assert "stall every user of a shared machine" in text and "GPU_INTEROP_ALLOW_OVERSUBSCRIPTION=1" in text
+    assert isinstance(refused.value, memory.MemorySetupError)
+    for value in ("1", "true", "YES"):
+        managed.check_managed_request(3 * GIB, free=2 * GIB, total=80 * GIB, environ={managed.OPT_IN: value})
+    for value in ("0", "", "no", "maybe"):
+        assert not managed.opted_in({managed.OPT_IN: value})
+    with pytest.raises(ValueError, match="positive size"):
+        managed.check_managed_request(0, free=GIB, total=GIB, environ={})
+    with pytest.raises(ValueError, match="unknown advice 'pin'"):
+        managed.advise(None, "pin")
+
+
+def test_chunked_workload_equals_the_whole_one():
+    tables = workload.make_tables(30_000, seed=5, frames=pandas)
+    whole = workload.revenue_by_region(tables).sort_index()
+    for chunks in (1, 3, 8):
+        chunked = workload.revenue_by_region_chunked(tables, chunks).sort_index()[whole.columns]
+        pandas.testing.assert_frame_equal(whole, chunked, check_dtype=False)
+    with pytest.raises(ValueError, match="at least 1"):
+        workload.revenue_by_region_chunked(tables, 0)
+
+
+def test_budget_runs_are_reported_and_checked():
+    from support.memory import budget
+
+    failed = budget.BudgetRun("pool", 512 * MIB, False, 0.0, 300 * MIB, "MemoryError: Exceeded memory limit")
+    row = failed.row()
+    assert row["outcome"] == "out of memory" and row["budget"] == "512.00 MiB" and row["time"] == ""
+    done = budget.BudgetRun("managed", 0, True, 0.25, GIB, "")
+    assert done.row()["budget"] == "none (managed)" and done.row()["time"] == "250 ms"
+    with pytest.raises(ValueError, match="unknown mode 'swap'"):
+        budget.run("swap", GIB)
+    with pytest.raises(SystemExit):
+        budget.main(["swap", "--budget-bytes=1"])

@@ -35,3 +35,18 @@ def memory_over_time_figure(log):
     )
     axes.set_ylim(bottom=0)
     return fig
+
+
+def throughput_figure(gbps: dict[str, float], reference: tuple[str, float] | None = None):
+    """Horizontal bars of GB/s per way, with an optional reference line (label, GB/s)."""
+    fig, axes = _figure((8, 0.45 * len(gbps) + 1.4))
+    axes.barh(list(gbps), list(gbps.values()), color="tab:purple")
+    axes.invert_yaxis()
+    axes.set(xlabel="GB/s (bytes of the array per second, median)", title="data first touched on the CPU, then the GPU")
+    for y, value in enumerate(gbps.values()):
+        axes.annotate(f"{value:.1f}", (value, y), xytext=(4, 0), textcoords="offset points", va="center")
+    if reference:
+        axes.axvline(reference[1], color="black", linestyle="--", label=reference[0])
+        axes.legend(loc="lower right")
+    axes.margins(x=0.15)
+    return fig

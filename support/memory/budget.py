@@ -1,0 +1,197 @@
+"""Work larger than a device-memory budget: fail clearly, spill, use managed memory, or go in chunks.
+
+A *budget* stands for a smaller GPU: RMM's ``LimitingResourceAdaptor`` caps every allocation of the process at
+that many bytes. Each mode runs in a fresh Python process, because cuDF's spilling and PyTorch's allocator are
+set once per process (``python -m support.memory.budget MODE --budget-bytes N``):
+
+- ``pool``: a plain RMM pool under the budget, the cuDF workload of chapter 4 as it is;
+- ``spill``: the same, with cuDF's spilling on (``spill``, ``spill_device_limit``): cuDF moves buffers it does not
+  need right now to host memory when the budget is reached;
+- ``chunked``: the same budget and pool, the workload a slice of the orders at a time;
+- ``managed``: managed memory behind :func:`guarded_managed_resource` instead of the budget;
+- ``torch pool`` and ``torch managed``: one PyTorch training step whose batch needs more than the budget, with
+  PyTorch allocating through RMM under the budget, or from managed memory.
+
+Managed memory is not bound by the budget: that is its point, a GPU whose memory is too small borrows host memory
+page by page. On a GPU really that small the driver would evict pages to the host and fault them back; on a
+large one nothing is evicted, so the time measured is managed memory's own cost, not the cost of eviction.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+MODES = ("pool", "spill", "chunked", "managed", "torch pool", "torch managed")
+
+
+def guarded_managed_resource(environ=None):
+    """RMM managed memory whose total allocations may not exceed the GPU's free memory (unless opted in).
+
+    The guard of :mod:`support.memory.managed` as a resource: a ``LimitingResourceAdaptor`` at the free device
+    memory over a ``ManagedMemoryResource``, so every allocation of the process through it is checked, not only
+    the first. With ``GPU_INTEROP_ALLOW_OVERSUBSCRIPTION=1`` the bare managed resource is returned.
+    """
+    import rmm
+
+    from support.memory.managed import opted_in
+
+    managed = rmm.mr.ManagedMemoryResource()
+    if opted_in(environ):
+        return managed
+    free, _ = rmm.mr.available_device_memory()
+    return rmm.mr.LimitingResourceAdaptor(managed, allocation_limit=free)
+
+
+@dataclass(frozen=True)
+class BudgetRun:
+    """How one mode fared: whether the work completed, in how long, its peak allocation, and its error."""
+
+    mode: str
+    budget_bytes: int
+    completed: bool
+    seconds: float
+    peak_bytes: int
+    error: str
+    detail: str = ""
+
+    def row(self) -> dict[str, object]:
+        from support.bench import format_seconds
+        from support.memory.sizes import describe_bytes
+
+        return {
+            "mode": self.mode,
+            "budget": describe_bytes(self.budget_bytes) if self.budget_bytes else "none (managed)",
+            "outcome": "completed" if self.completed else "out of memory",
+            "time": format_seconds(self.seconds) if self.completed else "",
+            "peak allocated": describe_bytes(self.peak_bytes),
+            "detail": (self.error or self.detail)[:160],
+        }
+
+
+def _set_resource(mode: str, budget: int):
+    """Make this process's RMM resource for ``mode``; returns the statistics adaptor on top."""
+    import rmm
+
+    if mode.endswith("managed"):
+        base = guarded_managed_resource()
+    else:
+        pool = rmm.mr.PoolMemoryResource(rmm.mr.CudaMemoryResource(), initial_pool_size=256 * 2**20)
+        base = rmm.mr.LimitingResourceAdaptor(pool, allocation_limit=budget)
+    counted = rmm.mr.StatisticsResourceAdaptor(base)
+    rmm.mr.set_current_device_resource(counted)
+    return counted
+
+
+def _frames_work(mode: str, rows: int, chunks: int):
+    import cudf
+
+    from support.memory import workload
+
+    if mode == "spill":
+        cudf.set_option("spill", True)
+        cudf.set_option("spill_stats", 1)
+    tables = workload.make_tables(rows, seed=0)
+    if mode == "chunked":
+        return lambda: workload.revenue_by_region_chunked(tables, chunks)
+    return lambda: workload.revenue_by_region(tables)
+
+
+def _spill_detail() -> str:
+    try:
+        from cudf.core.buffer.spill_manager import get_global_manager
+
+        manager = get_global_manager()
+        return str(manager.statistics) if manager is not None else ""
+    except Exception as exc:  # noqa: BLE001 - a private API: report what happened instead of failing the run
+        return f"spill statistics unavailable ({type(exc).__name__})"
+
+
+def _torch_work(batch: int, width: int):
+    import torch
+    from rmm.allocators.torch import rmm_torch_allocator
+
+    torch.cuda.memory.change_current_allocator(rmm_torch_allocator)
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Linear(width, width),
+        torch.nn.ReLU(),
+        torch.nn.Linear(width, width),
+        torch.nn.ReLU(),
+        torch.nn.Linear(width, 1),
+    ).cuda()
+    optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
+    inputs = torch.randn(batch, width, device="cuda")
+    targets = torch.randn(batch, 1, device="cuda")
+
+    def step():
+        optimizer.zero_grad(set_to_none=True)
+        loss = torch.nn.functional.mse_loss(model(inputs), targets)
+        loss.backward()
+        optimizer.step()
+        torch.cuda.synchronize()
+        return float(loss)
+
+    return step
+
+
+def run(mode: str, budget: int, *, rows: int = 10_000_000, chunks: int = 16, batch: int = 32768, width: int = 4096):
+    """Run ``mode`` in this process (call it in a fresh one: it sets the process's allocators)."""
+    from support.memory.pools import summarize_error
+
+    if mode not in MODES:
+        raise ValueError(f"unknown mode {mode!r}; choose one of: {', '.join(MODES)}")
+    counted = _set_resource(mode, budget)
+    error, seconds = "", 0.0
+    try:
+        work = _torch_work(batch, width) if mode.startswith("torch") else _frames_work(mode, rows, chunks)
+        work()  # the first run pays for compiling and growing the pool
+        start = time.perf_counter()
+        work()
+        seconds = time.perf_counter() - start
+    except (MemoryError, RuntimeError) as exc:  # PyTorch reports a failed allocation as a RuntimeError
+        error = f"{type(exc).__name__}: {summarize_error(str(exc))}"
+    detail = _spill_detail() if mode == "spill" else ""
+    peak = int(counted.allocation_counts.peak_bytes)
+    shown_budget = 0 if mode.endswith("managed") else budget
+    return BudgetRun(mode, shown_budget, not error, seconds, peak, error, detail)
+
+
+def run_in_fresh_process(mode: str, budget: int, *, timeout: float = 600, **options) -> BudgetRun:
+    """:func:`run` in a new Python process; ``options`` are ``rows``, ``chunks``, ``batch`` and ``width``."""
+    command = [sys.executable, "-m", "support.memory.budget", mode, f"--budget-bytes={budget}"]
+    command += [f"--{key}={value}" for key, value in options.items()]
+    done = subprocess.run(
+        command,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=Path(__file__).resolve().parents[2],
+        env=dict(os.environ),
+    )
+    if done.returncode != 0:
+        tail = "\n".join(done.stderr.strip().splitlines()[-5:])
+        raise RuntimeError(f"the budget run {mode!r} failed in its process (exit {done.returncode}):\n{tail}")
+    return BudgetRun(**json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m support.memory.budget", description=__doc__.split("\n")[0])
+    parser.add_argument("mode", choices=MODES)
+    parser.add_argument("--budget-bytes", type=int, required=True)
+    for name, default in (("rows", 10_000_000), ("chunks", 16), ("batch", 32768), ("width", 4096)):
+        parser.add_argument(f"--{name}", type=int, default=default)
+    args = parser.parse_args(argv)
+    result = run(args.mode, args.budget_bytes, rows=args.rows, chunks=args.chunks, batch=args.batch, width=args.width)
+    print(json.dumps(asdict(result)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

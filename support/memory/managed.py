@@ -1,0 +1,184 @@
+"""Managed (unified) memory: one pointer valid on the CPU and the GPU, behind a guard against oversubscription.
+
+:func:`managed_array` allocates with RMM's ``ManagedMemoryResource`` (``cudaMallocManaged``) and returns a CuPy
+array; :func:`host_view` is a NumPy array over the same bytes, for the CPU. Pages live where they were last
+touched and migrate on demand, one fault at a time, unless :func:`prefetch` moves them ahead of use
+(``cudaMemPrefetchAsync`` with its CUDA 13 signature, a ``cudaMemLocation``) or :func:`advise` gives the driver
+a hint (``cudaMemAdvise``).
+
+**The guard.** Asking for more managed memory than the GPU has free *oversubscribes* it: the driver then evicts
+pages to host memory and faults them back, and on a shared GPU that storm of migrations can stall every process
+on the machine. :func:`check_managed_request` refuses such a request unless the environment variable
+``GPU_INTEROP_ALLOW_OVERSUBSCRIPTION=1`` says the user wants it (do that only on a GPU of your own).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+import numpy as np
+
+from support.memory.pools import MemorySetupError
+from support.memory.sizes import describe_bytes
+
+OPT_IN = "GPU_INTEROP_ALLOW_OVERSUBSCRIPTION"
+
+
+class OversubscriptionRefused(MemorySetupError):
+    """A managed allocation larger than the GPU's free memory, without the opt-in."""
+
+
+def opted_in(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether ``GPU_INTEROP_ALLOW_OVERSUBSCRIPTION`` is set to 1, true or yes."""
+    value = (os.environ if environ is None else environ).get(OPT_IN, "")
+    return value.strip().lower() in ("1", "true", "yes")
+
+
+def check_managed_request(nbytes: int, free: int, total: int, environ: Mapping[str, str] | None = None) -> None:
+    """Refuse a managed allocation of ``nbytes`` that is more than the ``free`` device memory, unless opted in."""
+    if nbytes <= 0:
+        raise ValueError(f"a managed allocation needs a positive size, not {nbytes} bytes")
+    if nbytes > free and not opted_in(environ):
+        raise OversubscriptionRefused(
+            f"a managed allocation of {describe_bytes(nbytes)} is more than the {describe_bytes(free)} free on this "
+            f"GPU (of {describe_bytes(total)}): it would oversubscribe the GPU, and the page migrations that follow "
+            "can stall every user of a shared machine. Ask for less, or process the data in chunks; on a GPU of "
+            f"your own, set {OPT_IN}=1 to allow it"
+        )
+
+
+def managed_array(shape, dtype=np.float32):
+    """A CuPy array in managed memory (RMM ``ManagedMemoryResource``), after :func:`check_managed_request`."""
+    import cupy
+    import rmm
+
+    nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
+    check_managed_request(nbytes, *rmm.mr.available_device_memory())
+    buffer = rmm.DeviceBuffer(size=nbytes, mr=rmm.mr.ManagedMemoryResource())
+    memory = cupy.cuda.UnownedMemory(buffer.ptr, nbytes, buffer)
+    return cupy.ndarray(shape, dtype=dtype, memptr=cupy.cuda.MemoryPointer(memory, 0))
+
+
+def host_view(array) -> np.ndarray:
+    """A NumPy array over the same managed bytes as the CuPy ``array``: the CPU reads and writes them in place."""
+    import ctypes
+
+    if not array.flags.c_contiguous:
+        raise ValueError("host_view needs a contiguous managed array")
+    raw = (ctypes.c_byte * array.nbytes).from_address(array.data.ptr)
+    return np.frombuffer(raw, dtype=array.dtype).reshape(array.shape)
+
+
+def _runtime():
+    from cuda.bindings import runtime
+
+    return runtime
+
+
+def _check(result, what: str) -> None:
+    runtime = _runtime()
+    error = result[0] if isinstance(result, tuple) else result
+    if error != runtime.cudaError_t.cudaSuccess:
+        raise RuntimeError(f"{what} failed: {error}")
+
+
+def _location(device: int | None):
+    """A ``cudaMemLocation``: the GPU ``device``, or host memory for None."""
+    runtime = _runtime()
+    location = runtime.cudaMemLocation()
+    if device is None:
+        location.type = runtime.cudaMemLocationType.cudaMemLocationTypeHost
+        location.id = 0
+    else:
+        location.type = runtime.cudaMemLocationType.cudaMemLocationTypeDevice
+        location.id = device
+    return location
+
+
+def prefetch(array, device: int | None = 0, stream: int = 0) -> None:
+    """Migrate the pages of a managed ``array`` to GPU ``device`` (None: to host memory), ordered on ``stream``."""
+    runtime = _runtime()
+    _check(
+        runtime.cudaMemPrefetchAsync(array.data.ptr, array.nbytes, _location(device), 0, stream),
+        "cudaMemPrefetchAsync",
+    )
+
+
+ADVICE = {
+    "read mostly": "cudaMemAdviseSetReadMostly",
+    "preferred location": "cudaMemAdviseSetPreferredLocation",
+    "accessed by": "cudaMemAdviseSetAccessedBy",
+}
+
+
+def advise(array, advice: str, device: int | None = 0) -> None:
+    """Give the driver a hint about a managed ``array`` (one of :data:`ADVICE`) for ``device`` (None: the host)."""
+    if advice not in ADVICE:
+        raise ValueError(f"unknown advice {advice!r}; choose one of {', '.join(ADVICE)}")
+    runtime = _runtime()
+    value = getattr(runtime.cudaMemoryAdvise, ADVICE[advice])
+    _check(runtime.cudaMemAdvise(array.data.ptr, array.nbytes, value, _location(device)), "cudaMemAdvise")
+
+
+def time_after_host_touch(array, work, *, repeat: int = 5, label: str = "work"):
+    """CUDA-event times of ``work()`` right after the CPU wrote every byte of the managed ``array``.
+
+    The write puts the array's pages in host memory, as data that was loaded or prepared on the CPU would be;
+    ``work`` then runs against that state: a GPU pass that faults the pages in, a prefetch, a copy. One untimed
+    warm-up, then ``repeat`` timed runs. Returns a :class:`support.bench.Timing`.
+    """
+    import cupy
+
+    from support.bench import Timing
+
+    host = host_view(array)
+    samples = []
+    for value in range(repeat + 1):
+        host[...] = value
+        cupy.cuda.runtime.deviceSynchronize()
+        start, end = cupy.cuda.Event(), cupy.cuda.Event()
+        start.record()
+        work()
+        end.record()
+        end.synchronize()
+        if value:
+            samples.append(cupy.cuda.get_elapsed_time(start, end) / 1e3)
+    return Timing(label, tuple(samples), "cuda-events")
+
+
+def first_pass_ways(nbytes: int) -> dict[str, object]:
+    """The ways the chapter gets data first touched on the CPU through one GPU pass (a sum), by name.
+
+    Each way has its own managed array of ``nbytes`` (advice sticks to an allocation, so advised arrays are
+    separate); the explicit copy reads a pinned host buffer into an ordinary device array. Returns name →
+    (managed array to touch on the host, work).
+    """
+    import cupy
+    import cupyx
+
+    count = nbytes // 4
+    faults, prefetched, read_mostly, remote = (managed_array((count,)) for _ in range(4))
+    advise(read_mostly, "read mostly")
+    advise(remote, "preferred location", None)
+    advise(remote, "accessed by", 0)
+    pinned = cupyx.empty_pinned((count,), dtype=np.float32)
+    pinned[...] = 1.0
+    device = cupy.empty((count,), dtype=np.float32)
+
+    def prefetch_then_pass():
+        prefetch(prefetched)
+        return float(prefetched.sum())
+
+    def copy_then_pass():
+        device.set(pinned)
+        return float(device.sum())
+
+    return {
+        "page faults on first GPU touch": (faults, lambda: float(faults.sum())),
+        "prefetch, then the pass": (prefetched, prefetch_then_pass),
+        "prefetch alone": (prefetched, lambda: prefetch(prefetched)),
+        "explicit copy from pinned memory, then the pass": (faults, copy_then_pass),
+        "advice: read mostly, page faults": (read_mostly, lambda: float(read_mostly.sum())),
+        "advice: stays on the host, GPU reads it there": (remote, lambda: float(remote.sum())),
+    }
