@@ -1,4 +1,5 @@
-"""GPU memory for the book: one RMM pool for every framework, and the tools to measure, cap and watch it.
+"""GPU memory for the book: one RMM pool for every framework, the tools to measure, cap and watch it, and managed
+memory behind a guard.
 
 One idea per module:
 
@@ -9,6 +10,8 @@ One idea per module:
 - :mod:`~support.memory.limits`: caps on memory, with errors that name the cap;
 - :mod:`~support.memory.workload`: a data-frame workload with many temporaries;
 - :mod:`~support.memory.jax_probe`: JAX's memory settings, each in a fresh process;
+- :mod:`~support.memory.managed`: managed memory behind an oversubscription guard, prefetch and advice;
+- :mod:`~support.memory.budget`: work larger than a device budget: pool, spilling, chunks, managed memory;
 - :mod:`~support.memory.sizes`: byte counts as people read them.
 
 GPU libraries are imported only when a function needs them, so ``import support.memory`` works without a GPU.
