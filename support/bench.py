@@ -133,18 +133,35 @@ def _cuda_clock(stream=None) -> _Clock:
         ) from None
 
 
-def _measure(fn: Callable[[], object], label: str | None, warmup: int, repeat: int, clock: _Clock) -> Timing:
+def _measure(
+    fn: Callable[[], object],
+    label: str | None,
+    warmup: int,
+    repeat: int,
+    clock: _Clock,
+    setup: Callable[[], object] | None = None,
+) -> Timing:
     if warmup < 0:
         raise ValueError(f"warmup must be 0 or more, not {warmup}")
     if repeat < 1:
         raise ValueError(f"repeat must be at least 1, not {repeat}")
     if not callable(fn):
         raise TypeError(f"expected a function to time, got {type(fn).__name__}")
+    if setup is not None and not callable(setup):
+        raise TypeError(f"setup must be a function, got {type(setup).__name__}")
+
+    def prepare() -> None:
+        if setup is not None:  # untimed, with the device idle: it may touch what the last call used
+            clock.synchronize()
+            setup()
+
     for _ in range(warmup):
+        prepare()
         fn()
     clock.synchronize()
     marks = []
     for _ in range(repeat):
+        prepare()
         start = clock.mark()
         fn()
         marks.append((start, clock.mark()))
@@ -161,6 +178,7 @@ def time_cuda(
     repeat: int = 20,
     stream=None,
     clock: _Clock | None = None,
+    setup: Callable[[], object] | None = None,
 ) -> Timing:
     """Time GPU work with CUDA events: ``warmup`` untimed calls, then ``repeat`` timed ones.
 
@@ -180,13 +198,16 @@ def time_cuda(
         The ``cupy.cuda.Stream`` to record the events on.
     clock
         Where the time comes from; tests pass a stand-in.
+    setup
+        Untimed work before every call, warm-ups included, run once the GPU is idle: for example the CPU
+        rewriting managed memory so that each call starts from the same state.
 
     Raises
     ------
     support.env.GpuUnavailableError
         When there is no usable GPU; time CPU work with :func:`time_wall`.
     """
-    return _measure(fn, label, warmup, repeat, clock or _cuda_clock(stream))
+    return _measure(fn, label, warmup, repeat, clock or _cuda_clock(stream), setup)
 
 
 def time_wall(fn: Callable[[], object], *, label: str | None = None, warmup: int = 1, repeat: int = 5) -> Timing:

@@ -98,47 +98,44 @@ def _on_gpu(array) -> bool:
     return hasattr(array, "__cuda_array_interface__")
 
 
+def _new_array(shape, dtype, on_gpu: bool, *, zeroed: bool = False):
+    """An array of ``shape`` where the kernel will run: CuPy on the GPU, NumPy in the simulator."""
+    if on_gpu:
+        import cupy as xp
+    else:
+        xp = np
+    return (xp.zeros if zeroed else xp.empty)(shape, dtype=dtype)
+
+
+def _start_sum(matrix, column: int):
+    """Launch the summing kernel over ``matrix[:, column]``; returns its one-element float64 output."""
+    from support import layout_kernels
+
+    on_gpu = _on_gpu(matrix)
+    out = _new_array(1, np.float64, on_gpu, zeroed=True)
+    blocks, threads = _launch(matrix.shape[0], on_gpu)
+    layout_kernels.sum_column[blocks, threads](matrix, column, out)
+    return out
+
+
 def sum_field_async(records, field: str):
     """Start the Numba kernel that sums one field; returns a one-element float64 array (on the GPU for GPU input).
 
     The kernel reads only that field of each record (4 bytes of every 16). Nothing waits for the GPU, so the
     call can be timed with CUDA events.
     """
-    from support import layout_kernels
-
     _check_records(records)
-    column = field_index(field)
-    on_gpu = _on_gpu(records)
-    if on_gpu:
-        import cupy
-
-        out = cupy.zeros(1, dtype=np.float64)
-    else:
-        out = np.zeros(1, dtype=np.float64)
-    blocks, threads = _launch(records.shape[0], on_gpu)
-    layout_kernels.sum_column[blocks, threads](records, column, out)
-    return out
+    return _start_sum(records, field_index(field))
 
 
 def sum_values_async(values):
     """The kernel of :func:`sum_field_async` on one contiguous float32 field (SoA): a one-element float64 array."""
-    from support import layout_kernels
-
     if len(values.shape) != 1 or np.dtype(values.dtype) != np.float32 or not values.flags.c_contiguous:
         raise LayoutError(
             f"expected one contiguous float32 field (1-D), got shape {tuple(values.shape)} of {values.dtype}"
             + ("" if values.flags.c_contiguous else ", not contiguous")
         )
-    on_gpu = _on_gpu(values)
-    if on_gpu:
-        import cupy
-
-        out = cupy.zeros(1, dtype=np.float64)
-    else:
-        out = np.zeros(1, dtype=np.float64)
-    blocks, threads = _launch(values.shape[0], on_gpu)
-    layout_kernels.sum_column[blocks, threads](values.reshape(-1, 1), 0, out)
-    return out
+    return _start_sum(values.reshape(-1, 1), 0)
 
 
 def sum_field(records, field: str) -> float:
@@ -152,12 +149,7 @@ def to_fields(records):
 
     _check_records(records)
     on_gpu = _on_gpu(records)
-    if on_gpu:
-        import cupy
-
-        fields = cupy.empty((len(FIELDS), records.shape[0]), dtype=np.float32)
-    else:
-        fields = np.empty((len(FIELDS), records.shape[0]), dtype=np.float32)
+    fields = _new_array((len(FIELDS), records.shape[0]), np.float32, on_gpu)
     blocks, threads = _launch(records.shape[0], on_gpu)
     layout_kernels.records_to_fields[blocks, threads](records, fields)
     return fields
@@ -246,20 +238,18 @@ def bandwidth_rows(timings: dict[str, object], variants: dict[str, Variant], cop
 
 def bandwidth_figure(useful: dict[str, float], variants: dict[str, Variant], copy_bytes_per_second: float):
     """Bars of useful bytes per second per variant, with the device copy and the AoS ideal (¼ of it) as lines."""
-    import matplotlib.pyplot as plt
+    from support.figures import labelled_bars, new_figure
 
-    fig, axes = plt.subplots(figsize=(8, 3.6), dpi=90, layout="constrained")
+    fig, axes = new_figure(size=(8, 3.6))
     colours = ["tab:orange" if variants[name].layout == "AoS" else "tab:blue" for name in useful]
-    axes.barh(list(useful), [value / 1e9 for value in useful.values()], color=colours)
+    gbps = {name: value / 1e9 for name, value in useful.items()}
+    labelled_bars(axes, gbps, label=lambda value: f"{value:,.0f}", color=colours)
     axes.axvline(copy_bytes_per_second / 1e9, color="black", linestyle="--", label="device copy (read + write)")
     axes.axvline(copy_bytes_per_second / 4e9, color="tab:orange", linestyle=":", label="AoS ideal: ¼ of the copy")
-    axes.invert_yaxis()
     axes.set_xscale("log")
     axes.set(
         xlabel="useful GB/s (bytes of the summed field per second, log scale)", title="summing one field of each record"
     )
-    for y, value in enumerate(useful.values()):
-        axes.annotate(f"{value / 1e9:,.0f}", (value / 1e9, y), xytext=(4, 0), textcoords="offset points", va="center")
     axes.set_xlim(right=2.5 * copy_bytes_per_second / 1e9)  # room for the last label
     axes.legend(loc="upper center", bbox_to_anchor=(0.5, -0.3), ncols=2, frameon=False)
     return fig

@@ -93,18 +93,17 @@ def speedup_rows(results: list[SideBySide]) -> list[dict[str, object]]:
 
 def speedup_figure(results: list[SideBySide]):
     """Horizontal bars of the speed-ups, on a log scale."""
-    import matplotlib.pyplot as plt
+    from support.figures import labelled_bars, new_figure
 
-    fig, axes = plt.subplots(figsize=(8, 0.5 * len(results) + 1.2), dpi=90, layout="constrained")
-    names = [r.work for r in results]
-    values = [r.speedup for r in results]
-    axes.barh(names, values, color="tab:green")
-    axes.invert_yaxis()
+    fig, axes = new_figure(size=(8, 0.5 * len(results) + 1.2))
+    labelled_bars(
+        axes,
+        {r.work: r.speedup for r in results},
+        label=lambda value: f"{value:,.0f}×" if value >= 10 else f"{value:.1f}×",
+        color="tab:green",
+    )
     axes.set_xscale("log")
     axes.axvline(1, color="black", linewidth=0.8)
     axes.set(xlabel="GPU speed-up over the CPU (median, log scale)", title="the same work, CPU vs GPU")
-    for y, value in enumerate(values):
-        label = f"{value:,.0f}×" if value >= 10 else f"{value:.1f}×"
-        axes.annotate(label, (value, y), xytext=(4, 0), textcoords="offset points", va="center")
     axes.margins(x=0.2)
     return fig

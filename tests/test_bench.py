@@ -61,6 +61,27 @@ def test_time_cuda_times_only_the_repeats_after_warmup():
     assert clock.synchronized == 2  # before the first timed call and before reading the events
 
 
+def test_time_cuda_setup_runs_untimed_before_every_call_with_the_device_idle():
+    clock = ScriptedClock()
+    calls = []
+
+    def setup():
+        calls.append(("setup", clock.synchronized))
+        clock.now += 100.0  # slow, and must not be counted
+
+    def work():
+        calls.append(("work", clock.synchronized))
+        clock.now += 2.0
+
+    timing = time_cuda(work, warmup=1, repeat=2, clock=clock, setup=setup)
+    assert timing.samples == (2.0, 2.0)
+    assert [kind for kind, _ in calls] == ["setup", "work"] * 3
+    synced_before_setup = [count for kind, count in calls if kind == "setup"]
+    assert synced_before_setup == sorted(set(synced_before_setup)) and synced_before_setup[0] >= 1
+    with pytest.raises(TypeError, match="setup must be a function"):
+        time_cuda(work, clock=clock, setup=3)
+
+
 def test_time_wall_measures_real_time():
     timing = time_wall(lambda: time.sleep(0.01), label="sleep 10 ms", warmup=0, repeat=3)
     assert len(timing.samples) == 3

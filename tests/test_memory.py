@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pandas
 import pytest
 
@@ -298,3 +299,51 @@ def test_budget_runs_are_reported_and_checked():
         budget.run("swap", GIB)
     with pytest.raises(SystemExit):
         budget.main(["swap", "--budget-bytes=1"])
+
+
+def test_fresh_process_runs_a_module_and_names_what_failed():
+    from support.memory import fresh_process
+
+    found = fresh_process.run_module(
+        "support.memory.churn", ["python loop only", "--steps=10", "--live=2", "--repeat=1"], what="a churn"
+    )
+    assert found["allocator"] == "python loop only" and found["steps"] == 10
+    with pytest.raises(RuntimeError, match=r"a bad churn failed in its process \(exit 2\):(.|\n)*invalid choice"):
+        fresh_process.run_module("support.memory.churn", ["malloc"], what="a bad churn")
+    with pytest.raises(RuntimeError, match="a silent module printed no result"):
+        fresh_process.run_module("support.memory.sizes", [], what="a silent module")
+
+
+def test_out_of_memory_inside_a_cap_becomes_an_error_that_names_it():
+    with pytest.raises(memory.MemoryLimitError, match=r"more than a limit of 1.00 MiB: a request failed \(boom\)"):
+        with limits._named_failures("a limit", MIB):
+            raise MemoryError("boom")
+    already = memory.MemoryLimitError("named already")
+    with pytest.raises(memory.MemoryLimitError) as kept:
+        with limits._named_failures("a limit", MIB):
+            raise already
+    assert kept.value is already
+    with pytest.raises(KeyError), limits._named_failures("a limit", MIB):
+        raise KeyError("not about memory")
+
+
+def test_host_view_is_the_same_bytes_seen_from_numpy():
+    from types import SimpleNamespace
+
+    from support.memory import managed
+
+    backing = np.arange(6, dtype=np.float32)
+    fake = SimpleNamespace(  # what host_view reads of a CuPy array, pointing at host memory here
+        flags=backing.flags,
+        nbytes=backing.nbytes,
+        dtype=backing.dtype,
+        shape=(2, 3),
+        data=SimpleNamespace(ptr=backing.ctypes.data),
+    )
+    view = managed.host_view(fake)
+    assert view.shape == (2, 3) and view.ctypes.data == backing.ctypes.data
+    view[0, 0] = 42
+    assert backing[0] == 42
+    strided = SimpleNamespace(flags=backing[::2].flags)
+    with pytest.raises(ValueError, match="contiguous"):
+        managed.host_view(strided)

@@ -7,14 +7,11 @@ import numpy as np
 
 from support.ecg.backend import array_module, to_host
 from support.ecg.synthetic import KINDS
-
-DPI = 90
+from support.figures import new_figure
 
 
 def _figure(rows: int = 1, cols: int = 1, size=(9, 3)):
-    import matplotlib.pyplot as plt
-
-    return plt.subplots(rows, cols, figsize=size, dpi=DPI, layout="constrained")
+    return new_figure(rows, cols, size)
 
 
 def envelope(signal, bins: int = 2000):

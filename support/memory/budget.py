@@ -21,12 +21,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
 MODES = ("pool", "spill", "chunked", "managed", "torch pool", "torch managed")
 
@@ -165,20 +162,10 @@ def run(mode: str, budget: int, *, rows: int = 10_000_000, chunks: int = 16, bat
 
 def run_in_fresh_process(mode: str, budget: int, *, timeout: float = 600, **options) -> BudgetRun:
     """:func:`run` in a new Python process; ``options`` are ``rows``, ``chunks``, ``batch`` and ``width``."""
-    command = [sys.executable, "-m", "support.memory.budget", mode, f"--budget-bytes={budget}"]
-    command += [f"--{key}={value}" for key, value in options.items()]
-    done = subprocess.run(
-        command,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        cwd=Path(__file__).resolve().parents[2],
-        env=dict(os.environ),
-    )
-    if done.returncode != 0:
-        tail = "\n".join(done.stderr.strip().splitlines()[-5:])
-        raise RuntimeError(f"the budget run {mode!r} failed in its process (exit {done.returncode}):\n{tail}")
-    return BudgetRun(**json.loads(done.stdout.strip().splitlines()[-1]))
+    from support.memory.fresh_process import run_module
+
+    arguments = [mode, f"--budget-bytes={budget}", *(f"--{key}={value}" for key, value in options.items())]
+    return BudgetRun(**run_module("support.memory.budget", arguments, what=f"the budget run {mode!r}", timeout=timeout))
 
 
 def main(argv: list[str] | None = None) -> int:

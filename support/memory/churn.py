@@ -24,12 +24,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
 from support.memory.sizes import GIB, KIB, MIB
 
@@ -266,16 +264,11 @@ def measure(name: str, plan: ChurnPlan | None = None, *, repeat: int = 5) -> Chu
 
 def measure_in_fresh_process(name: str, plan: ChurnPlan | None = None, *, repeat: int = 5, timeout: float = 300):
     """:func:`measure` in a new Python process, so no allocator's cache or state leaks into another's."""
+    from support.memory.fresh_process import run_module
+
     plan = plan or ChurnPlan()
-    command = [sys.executable, "-m", "support.memory.churn", name, "--repeat", str(repeat)]
-    command += [f"--{key}={value}" for key, value in asdict(plan).items()]
-    done = subprocess.run(
-        command, capture_output=True, text=True, timeout=timeout, cwd=Path(__file__).resolve().parents[2]
-    )
-    if done.returncode != 0:
-        tail = "\n".join(done.stderr.strip().splitlines()[-5:])
-        raise RuntimeError(f"the churn of {name!r} failed in its process (exit {done.returncode}):\n{tail}")
-    found = json.loads(done.stdout.strip().splitlines()[-1])
+    arguments = [name, "--repeat", str(repeat), *(f"--{key}={value}" for key, value in asdict(plan).items())]
+    found = run_module("support.memory.churn", arguments, what=f"the churn of {name!r}", timeout=timeout)
     return ChurnResult(found["allocator"], found["seconds_per_step"], tuple(found["samples"]), found["steps"])
 
 

@@ -17,12 +17,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
 from support.memory.pools import MemorySetupError, summarize_error
 from support.memory.sizes import GIB, describe_bytes
@@ -152,21 +150,18 @@ def probe_in_fresh_process(setting: str, job_bytes: int, *, steps: int = 64, tim
 
     Refuses (:class:`MemorySetupError`) a setting whose preallocation would crowd out other users of the GPU.
     """
+    from support.memory.fresh_process import run_module
+
     check_room_for_jax(setting, *_free_bytes())
-    command = [sys.executable, "-m", "support.memory.jax_probe", setting, f"--job-bytes={job_bytes}"]
-    command.append(f"--steps={steps}")
-    done = subprocess.run(
-        command,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
+    arguments = [setting, f"--job-bytes={job_bytes}", f"--steps={steps}"]
+    found = run_module(
+        "support.memory.jax_probe",
+        arguments,
+        what=f"the JAX probe {setting!r}",
         env=jax_environment(setting),
-        cwd=Path(__file__).resolve().parents[2],
+        timeout=timeout,
     )
-    if done.returncode != 0:
-        tail = "\n".join(done.stderr.strip().splitlines()[-5:])
-        raise RuntimeError(f"the JAX probe {setting!r} failed in its process (exit {done.returncode}):\n{tail}")
-    return JaxProbe(**json.loads(done.stdout.strip().splitlines()[-1]))
+    return JaxProbe(**found)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -41,6 +41,17 @@ def _check_cap(cap: int) -> None:
 
 
 @contextlib.contextmanager
+def _named_failures(what: str, cap: int) -> Iterator[None]:
+    """Turn a library's out-of-memory error inside the block into a :class:`MemoryLimitError` naming the cap."""
+    try:
+        yield
+    except MemoryLimitError:
+        raise
+    except MemoryError as exc:
+        raise MemoryLimitError(limit_message(what, cap, str(exc))) from exc
+
+
+@contextlib.contextmanager
 def allocation_limit(cap: int) -> Iterator[object]:
     """Cap what the block allocates through RMM at ``cap`` bytes (on top of the current resource).
 
@@ -52,13 +63,8 @@ def allocation_limit(cap: int) -> Iterator[object]:
     from support.memory.pools import using_resource
 
     limited = rmm.mr.LimitingResourceAdaptor(rmm.mr.get_current_device_resource(), allocation_limit=cap)
-    try:
-        with using_resource(limited):
-            yield limited
-    except MemoryError as exc:
-        if isinstance(exc, MemoryLimitError):
-            raise
-        raise MemoryLimitError(limit_message("a limit", cap, str(exc))) from exc
+    with using_resource(limited), _named_failures("a limit", cap):
+        yield limited
 
 
 @contextlib.contextmanager
@@ -76,10 +82,5 @@ def pool_with_maximum(initial: int, maximum: int) -> Iterator[object]:
     from support.memory.pools import make_resource, using_resource
 
     pool = make_resource("pool", pool_size=initial, maximum_size=maximum)
-    try:
-        with using_resource(pool):
-            yield pool
-    except MemoryError as exc:
-        if isinstance(exc, MemoryLimitError):
-            raise
-        raise MemoryLimitError(limit_message("a pool with a maximum", maximum, str(exc))) from exc
+    with using_resource(pool), _named_failures("a pool with a maximum", maximum):
+        yield pool

@@ -125,26 +125,18 @@ def time_after_host_touch(array, work, *, repeat: int = 5, label: str = "work"):
     """CUDA-event times of ``work()`` right after the CPU wrote every byte of the managed ``array``.
 
     The write puts the array's pages in host memory, as data that was loaded or prepared on the CPU would be;
-    ``work`` then runs against that state: a GPU pass that faults the pages in, a prefetch, a copy. One untimed
-    warm-up, then ``repeat`` timed runs. Returns a :class:`support.bench.Timing`.
+    ``work`` then runs against that state: a GPU pass that faults the pages in, a prefetch, a copy. The write is
+    :func:`support.bench.time_cuda`'s untimed ``setup``; one warm-up, then ``repeat`` timed runs.
     """
-    import cupy
-
-    from support.bench import Timing
+    from support.bench import time_cuda
 
     host = host_view(array)
-    samples = []
-    for value in range(repeat + 1):
-        host[...] = value
-        cupy.cuda.runtime.deviceSynchronize()
-        start, end = cupy.cuda.Event(), cupy.cuda.Event()
-        start.record()
-        work()
-        end.record()
-        end.synchronize()
-        if value:
-            samples.append(cupy.cuda.get_elapsed_time(start, end) / 1e3)
-    return Timing(label, tuple(samples), "cuda-events")
+    writes = iter(range(1, 1 << 30))
+
+    def write_on_host() -> None:
+        host[...] = next(writes)
+
+    return time_cuda(work, label=label, warmup=1, repeat=repeat, setup=write_on_host)
 
 
 def first_pass_ways(nbytes: int) -> dict[str, object]:

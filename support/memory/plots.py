@@ -2,26 +2,20 @@
 
 from __future__ import annotations
 
-DPI = 90
+from support.figures import labelled_bars, new_figure
 
 
 def _figure(size=(8, 3)):
-    import matplotlib.pyplot as plt
-
-    return plt.subplots(figsize=size, dpi=DPI, layout="constrained")
+    return new_figure(size=size)
 
 
 def churn_figure(results):
     """Horizontal bars of microseconds per free + allocation, one per allocator, on a log scale."""
     fig, axes = _figure((8, 0.45 * len(results) + 1.2))
-    names = [r.allocator for r in results]
-    micro = [r.seconds_per_step * 1e6 for r in results]
-    axes.barh(names, micro, color="tab:blue")
-    axes.invert_yaxis()
+    micro = {r.allocator: r.seconds_per_step * 1e6 for r in results}
+    labelled_bars(axes, micro, label=lambda value: f"{value:.2g} µs")
     axes.set_xscale("log")
     axes.set(xlabel="µs per free + allocation (median, log scale)", title="allocation churn seen from Python")
-    for y, value in enumerate(micro):
-        axes.annotate(f"{value:.2g} µs", (value, y), xytext=(4, 0), textcoords="offset points", va="center")
     axes.margins(x=0.25)
     return fig
 
@@ -40,11 +34,8 @@ def memory_over_time_figure(log):
 def throughput_figure(gbps: dict[str, float], reference: tuple[str, float] | None = None):
     """Horizontal bars of GB/s per way, with an optional reference line (label, GB/s)."""
     fig, axes = _figure((8, 0.45 * len(gbps) + 1.4))
-    axes.barh(list(gbps), list(gbps.values()), color="tab:purple")
-    axes.invert_yaxis()
+    labelled_bars(axes, gbps, label=lambda value: f"{value:.1f}", color="tab:purple")
     axes.set(xlabel="GB/s (bytes of the array per second, median)", title="data first touched on the CPU, then the GPU")
-    for y, value in enumerate(gbps.values()):
-        axes.annotate(f"{value:.1f}", (value, y), xytext=(4, 0), textcoords="offset points", va="center")
     if reference:
         axes.axvline(reference[1], color="black", linestyle="--", label=reference[0])
         axes.legend(loc="lower right")

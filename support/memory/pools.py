@@ -242,8 +242,9 @@ def time_under_resources(work: Callable[[], object], kinds=RESOURCE_KINDS, *, po
     for _ in range(repeat):
         for kind, resource in resources.items():
             with using_resource(resource):
-                samples[kind].append(time_cuda(work, warmup=0, repeat=1).samples[0])
-    return compare(*(Timing(kind, tuple(times), "CUDA events") for kind, times in samples.items()))
+                one = time_cuda(work, warmup=0, repeat=1)
+                samples[kind].append(one.samples[0])
+    return compare(*(Timing(kind, tuple(times), one.clock) for kind, times in samples.items()))
 
 
 @dataclass(frozen=True)
