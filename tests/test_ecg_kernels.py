@@ -34,10 +34,9 @@ def reference_embed(signal, peaks, keep, width, anchor):
     rows = []
     for k in np.flatnonzero(keep):
         row = np.zeros(width, np.float32)
-        first, stop = (peaks[k - 1] + peaks[k] + 1) // 2, (peaks[k] + peaks[k + 1] + 1) // 2
         for column in range(width):
             sample = peaks[k] - anchor + column
-            if first <= sample < stop and 0 <= sample < len(signal):
+            if 0 <= sample < len(signal):
                 row[column] = signal[sample]
         rows.append(row)
     return np.array(rows, np.float32).reshape(-1, width)
@@ -97,16 +96,28 @@ def test_embed_beats_matches_the_reference(target):
 
 
 @pytest.mark.parametrize("target", TARGETS)
-def test_embed_beats_zero_pads_beyond_the_midpoints_to_the_neighbours(target):
+def test_embed_beats_keeps_the_whole_window_whatever_the_neighbours(target):
     signal = np.arange(1, 201, dtype=np.float32)  # no zeros of its own
-    peaks = np.array([0, 30, 100], np.int64)  # midpoints 15 and 65 around the beat at 30
-    keep = np.array([0, 1, 0], np.uint8)
-    rows = np.array([0, 0, 1], np.int64)
+    peaks = np.array([12, 30, 40, 190], np.int64)  # close neighbours on both sides of the beats at 30 and 40
+    keep = np.array([0, 1, 1, 0], np.uint8)
+    rows = np.array([0, 0, 1, 2], np.int64)
     args = (_to_target(a, target) for a in (signal, peaks, keep, rows))
-    row = _host(kernels.embed_beats(*args, count=1, width=64, anchor=20, target=target))[0]
-    # column c holds sample 30 - 20 + c: samples 15..64 are the beat's own, columns 5..54
-    assert (row[:5] == 0).all() and (row[55:] == 0).all()
-    np.testing.assert_array_equal(row[5:55], signal[15:65])
+    matrix = _host(kernels.embed_beats(*args, count=2, width=64, anchor=20, target=target))
+    # column c holds sample peak - 20 + c, neighbours or not: the same window around every R peak
+    np.testing.assert_array_equal(matrix[0], signal[10:74])
+    np.testing.assert_array_equal(matrix[1], signal[20:84])
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_embed_beats_zero_pads_only_beyond_the_ends_of_the_recording(target):
+    signal = np.arange(1, 101, dtype=np.float32)
+    peaks = np.array([0, 5, 95, 99], np.int64)
+    keep = np.array([0, 1, 1, 0], np.uint8)
+    rows = np.array([0, 0, 1, 2], np.int64)
+    args = (_to_target(a, target) for a in (signal, peaks, keep, rows))
+    first, last = _host(kernels.embed_beats(*args, count=2, width=16, anchor=8, target=target))
+    assert (first[:3] == 0).all() and np.array_equal(first[3:], signal[:13])
+    assert np.array_equal(last[:13], signal[87:]) and (last[13:] == 0).all()
 
 
 def test_embed_beats_refuses_an_anchor_outside_the_row():

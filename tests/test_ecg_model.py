@@ -9,6 +9,7 @@ import torch
 
 from support import traffic
 from support.ecg import __main__ as cli
+from support.ecg import beats as beat_tools
 from support.ecg import metrics, pipeline, reading, synthetic, vae
 
 
@@ -72,7 +73,7 @@ def test_pipeline_on_the_cpu_finds_the_beats_and_the_anomalies(short_recording):
     quality = pipeline.evaluate(result, ecg.r_peaks, ecg.labels)
     assert quality["detected_within_50ms"] > 0.98
     assert quality["auroc"] > 0.9, quality
-    assert result.beats.matrix.shape == (len(result.beats), 256)
+    assert result.beats.matrix.shape == (len(result.beats), beat_tools.BeatWindow.for_rate(ecg.fs).width)
     assert np.shares_memory(result.tensor.numpy(), result.beats.matrix)
 
 

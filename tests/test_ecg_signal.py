@@ -8,7 +8,8 @@ from support.ecg import detection, reading, synthetic
 
 def test_synthetic_beats_follow_the_heart_rate_and_the_anomaly_rates():
     ecg = synthetic.synthesize(seconds=1800, seed=0, heart_rate_bpm=70, ectopic_rate=0.04, noise_rate=0.02)
-    assert abs(len(ecg.r_peaks) - 1800 * 70 / 60) < 0.03 * 2100
+    # the mean rate drifts by up to HOURLY_DRIFT over hours, about the mean of 70 bpm
+    assert abs(len(ecg.r_peaks) - 1800 * 70 / 60) < (synthetic.HOURLY_DRIFT + 0.03) * 2100
     counts = ecg.counts()
     assert 0.025 < counts["ectopic"] / len(ecg.labels) < 0.055
     assert 0.01 < counts["noise burst"] / len(ecg.labels) < 0.03
@@ -38,6 +39,34 @@ def test_synthetic_refuses_impossible_requests():
         synthetic.synthesize(seconds=60, ectopic_rate=0.7)
     with pytest.raises(ValueError, match="fewer than 3 beats"):
         synthetic.synthesize(seconds=1.5)
+
+
+def test_synthetic_qt_follows_rr_with_a_lag_and_r_amplitudes_vary():
+    ecg = synthetic.synthesize(seconds=1800, seed=3, ectopic_rate=0.04, noise_rate=0.0)
+    clean = detection.remove_baseline(ecg.signal, ecg.fs)
+    fs, labels, r = ecg.fs, ecg.labels, ecg.r_peaks
+    inner = np.arange(2, len(r) - 2)
+    normal = inner[(labels[inner] == synthetic.NORMAL) & (labels[inner - 1] == synthetic.NORMAL)]
+    after_pause = inner[(labels[inner] == synthetic.NORMAL) & (labels[inner - 1] == synthetic.ECTOPIC)]
+
+    def t_peak_delay(beats):  # where the T wave peaks, 0.15-0.45 s after R
+        window = np.stack([clean[b + int(0.15 * fs) : b + int(0.45 * fs)] for b in r[beats]])
+        return 0.15 + np.median(window.argmax(axis=1)) / fs
+
+    # after the compensatory pause (RR about 1.38× the mean) the T wave stays where it was:
+    # an instant QT would move it by sqrt(1.38) - 1, about 17 %
+    assert abs(t_peak_delay(after_pause) / t_peak_delay(normal) - 1) < 0.05
+    heights = clean[r[normal]]
+    assert 0.04 < heights.std() / heights.mean() < 0.2  # R amplitudes vary by several per cent
+
+
+def test_pink_noise_has_more_power_at_low_frequencies():
+    noise = synthetic.pink_noise(2**16, np.random.default_rng(0))
+    power = np.abs(np.fft.rfft(noise)) ** 2
+    freqs = np.fft.rfftfreq(len(noise), d=1 / 250.0)
+    low, high = power[(freqs > 1) & (freqs < 2)].mean(), power[(freqs > 50) & (freqs < 100)].mean()
+    assert 20 < low / high < 100  # 1/f: about 50× between 1.5 Hz and 75 Hz
+    assert power[freqs < 0.5].max() < 1e-6 * power.max()  # nothing in the baseline band
 
 
 def test_truth_round_trips(tmp_path):

@@ -3,7 +3,7 @@
 >>> import numpy as np
 >>> window = BeatWindow.for_rate(250.0)
 >>> window.width, window.anchor
-(256, 88)
+(176, 62)
 """
 
 from __future__ import annotations
@@ -25,9 +25,15 @@ class BeatWindow:
     anchor: int
 
     @classmethod
-    def for_rate(cls, fs: float, seconds: float = 1.0, before_s: float = 0.35) -> BeatWindow:
+    def for_rate(cls, fs: float, seconds: float = 0.7, before_s: float = 0.25) -> BeatWindow:
         """About ``seconds`` per row (rounded up to a multiple of 8 for the autoencoder's strides), the R peak
-        ``before_s`` from the start: room for the P wave before it and the T wave after it."""
+        ``before_s`` from the start.
+
+        The defaults hold one beat's own waves: the P wave (about 0.2 s before R) and the end of the T wave
+        (about 0.4 s after R at 70 beats per minute). A premature beat arrives about 0.5 s after the R peak
+        before it, past the window's end, so the beat before an ectopic one does not carry its QRS complex
+        (a 1 s window did, and its rows were scored as anomalies).
+        """
         width = 8 * math.ceil(seconds * fs / 8)
         return cls(width=width, anchor=min(width - 1, round(before_s * fs)))
 

@@ -6,7 +6,10 @@
 - :func:`plausible_beats`: a candidate is kept when the intervals to both neighbours are plausible RR
   intervals; the first and last candidates, which have only one neighbour, are dropped.
 - :func:`embed_beats`: each kept beat is copied into one row of a fixed-width matrix, its R peak at column
-  ``anchor``, the samples of neighbouring beats (beyond the midpoints between R peaks) left as zeros.
+  ``anchor``: the same window of the signal around every R peak, whatever the neighbouring beats do (zeros
+  only beyond either end of the recording). An earlier version zeroed each row beyond the midpoints to the
+  neighbouring R peaks; that cut the T wave of every beat before a premature one, and the model learned to
+  flag the neighbours of ectopic beats instead of the ectopic beats.
 
 Each kernel runs where its input lives: a CuPy array (or any object with ``__cuda_array_interface__``) runs
 on the GPU, a NumPy array on the CPU. ``target="gpu"`` forces the CUDA version, which is how the tests run it
@@ -54,9 +57,7 @@ def _is_plausible(peaks, k, min_gap, max_gap):
 
 def _embedded_value(signal, peaks, k, column, anchor):
     sample = peaks[k] - anchor + column
-    first = (peaks[k - 1] + peaks[k] + 1) // 2  # the midpoint to the previous R peak...
-    stop = (peaks[k] + peaks[k + 1] + 1) // 2  # ...and to the next one
-    if first <= sample < stop and 0 <= sample < signal.shape[0]:
+    if 0 <= sample < signal.shape[0]:
         return signal[sample]
     return 0.0
 

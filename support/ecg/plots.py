@@ -113,3 +113,27 @@ def speedup_figure(rows: list[dict]):
     ax.bar([r["stage"] for r in rows], [r["speed-up"] for r in rows], color="tab:green")
     ax.set(yscale="log", ylabel="GPU speed-up (×)", title="same stages, same data: CPU time / GPU time")
     return fig
+
+
+def score_histogram_figure(scores, contexts, threshold: float | None = None):
+    """Histograms of the anomaly scores per beat context (log scale), and the flagging threshold.
+
+    The picture that shows what a detector flags: a context whose scores sit above the threshold is what the
+    model finds, whatever the overall AUROC says.
+    """
+    from support.ecg.evaluation import CONTEXTS
+
+    scores, contexts = np.asarray(scores, dtype=np.float64), np.asarray(contexts)
+    logs = np.log10(np.maximum(scores, 1e-12))
+    edges = np.linspace(logs.min(), logs.max(), 61)
+    fig, ax = _figure(size=(9, 3.2))
+    for index, name in enumerate(CONTEXTS):
+        chosen = contexts == name
+        if chosen.any():
+            counts, _ = np.histogram(logs[chosen], bins=edges)
+            ax.stairs(counts, edges, label=f"{name} ({chosen.sum():,})", color=f"C{index}", linewidth=1.2)
+    if threshold is not None:
+        ax.axvline(np.log10(threshold), color="black", linestyle="--", label="threshold (from validation)")
+    ax.set(xlabel="log10 anomaly score", ylabel="beats", yscale="log", title="scores of the test beats, by context")
+    ax.legend(fontsize=7, loc="upper right")
+    return fig

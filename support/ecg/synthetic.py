@@ -1,11 +1,15 @@
 """A synthetic ECG with ground truth: every beat's R-peak position and whether it is normal or an anomaly.
 
 No recording can be downloaded when the book runs, so the chapter makes its own. Each beat is a sum of
-Gaussian bumps for the P, Q, R, S and T waves, after the model of McSharry et al. (2003), "A dynamical model for
-generating synthetic electrocardiogram signals", IEEE Trans. Biomed. Eng. 50(3). The bumps sit at fixed times
-around the R peak; P and T move and widen with the square root of the RR interval, as the QT interval does.
-On top come heart-rate variability (respiratory and slow drifts plus jitter), baseline wander, measurement
-noise, and two kinds of labelled anomaly:
+Gaussian bumps for the P, Q, R, S and T waves, with the wave shapes of McSharry et al. (2003), "A dynamical
+model for generating synthetic electrocardiogram signals", IEEE Trans. Biomed. Eng. 50(3); the bumps are summed
+directly, not integrated through that paper's ODE. The bumps sit at fixed times around the R peak; P and T move
+and widen with the square root of a *lagged* RR interval (an exponential average over about
+:data:`QT_LAG_BEATS` beats), as the QT interval adapts to the heart rate with a delay of a minute or more, so
+the beat after a compensatory pause keeps an ordinary T wave. On top come heart-rate variability (respiratory
+sinus arrhythmia, drifts over minutes and over hours, jitter), R amplitudes that vary with breathing and from
+beat to beat, baseline wander, coloured (1/f) measurement noise over white noise, and two kinds of labelled
+anomaly:
 
 - **ectopic** beats (premature ventricular contractions): early, followed by a compensatory pause, with no P
   wave, a wide QRS and an inverted T wave;
@@ -50,7 +54,12 @@ ECTOPIC_WAVES = (
 PREMATURITY = 0.62  # an ectopic beat comes after this fraction of the normal RR interval...
 COMPENSATION = 1.38  # ...and the next beat after this fraction
 NOISE_BURST_MV = 0.30  # standard deviation of the muscle noise over a noise-burst beat
-MEASUREMENT_NOISE_MV = 0.015
+MEASUREMENT_NOISE_MV = 0.015  # white noise, standard deviation
+PINK_NOISE_MV = 0.02  # 1/f noise above the baseline band, standard deviation
+QT_LAG_BEATS = 60  # the QT interval follows an exponential average of RR over about this many beats
+HOURLY_DRIFT = 0.10  # the mean RR interval drifts by up to about this fraction over hours (activity, sleep)
+QRS_AMPLITUDE_JITTER = 0.06  # beat-to-beat variation of the Q, R and S amplitudes (fraction)
+QRS_RESPIRATORY_MODULATION = 0.05  # the same amplitudes swell and shrink with breathing (fraction)
 
 
 @dataclass(frozen=True)
@@ -91,12 +100,15 @@ def beat_schedule(
     mean_rr = 60.0 / heart_rate_bpm
     count = int(seconds / mean_rr * 1.3) + 8
     beat = np.arange(count)
-    # Respiratory sinus arrhythmia (~0.25 Hz), a slow drift over minutes, and jitter.
+    # Respiratory sinus arrhythmia (~0.25 Hz), drifts over minutes and over hours, and jitter.
     drift = np.cumsum(rng.normal(0.0, 0.004, count))
     width = min(301, count)
     drift -= np.convolve(drift, np.ones(width) / width, mode="same")
-    rr = mean_rr * (1 + 0.04 * np.sin(2 * np.pi * 0.25 * mean_rr * beat) + drift) + rng.normal(0, 0.01, count)
-    rr = np.clip(rr, 0.45 * mean_rr, 1.8 * mean_rr)
+    hours = beat * mean_rr / 3600.0
+    hourly = HOURLY_DRIFT * np.sin(2 * np.pi * hours / rng.uniform(4.0, 8.0) + rng.uniform(0, 2 * np.pi))
+    rr = mean_rr * (1 + 0.04 * np.sin(2 * np.pi * 0.25 * mean_rr * beat) + drift + hourly)
+    rr += rng.normal(0, 0.01, count)
+    rr = np.clip(rr, 0.6 * mean_rr, 1.6 * mean_rr)
     labels = np.zeros(count, np.int8)
     draw = rng.random(count)
     labels[draw < ectopic_rate] = ECTOPIC
@@ -116,17 +128,52 @@ def beat_schedule(
     return times[keep], labels[keep]
 
 
-def _beat_waves(xp, times_s: np.ndarray, labels: np.ndarray):
+def lagged_rr(rr: np.ndarray, beats: float = QT_LAG_BEATS) -> np.ndarray:
+    """An exponential moving average of the RR intervals over about ``beats`` beats, started at the median.
+
+    >>> lagged_rr(np.array([1.0, 1.0, 2.0, 1.0]), beats=1).tolist()
+    [1.0, 1.0, 2.0, 1.0]
+    """
+    from scipy.signal import lfilter
+
+    if beats < 1:
+        raise ValueError(f"the lag must be at least one beat, not {beats}")
+    alpha = 1.0 / beats
+    start = np.median(rr) if len(rr) else 1.0
+    averaged, _ = lfilter([alpha], [1, alpha - 1], rr, zi=[(1 - alpha) * start])
+    return averaged
+
+
+def _beat_waves(xp, times_s: np.ndarray, labels: np.ndarray, rng: np.random.Generator):
     """Per-beat wave centres, widths and amplitudes (beats × 5), on the side of ``xp``."""
     rr = np.diff(times_s, prepend=times_s[0] - np.median(np.diff(times_s)) if len(times_s) > 1 else 1.0)
-    scale = np.sqrt(np.clip(rr, 0.3, 2.0))
+    scale = np.sqrt(np.clip(lagged_rr(rr), 0.3, 2.0))
     table = {label: np.array(waves) for label, waves in ((NORMAL, NORMAL_WAVES), (ECTOPIC, ECTOPIC_WAVES))}
     shape = np.where(labels == ECTOPIC, ECTOPIC, NORMAL)
     waves = np.stack([table[int(s)] for s in (NORMAL, ECTOPIC)])[shape]  # beats × 5 × 4
     stretch = np.where(waves[..., 3] > 0, scale[:, None], 1.0)
     centres = waves[..., 0] * stretch
     widths = waves[..., 1] * stretch
-    return xp.asarray(centres), xp.asarray(widths), xp.asarray(waves[..., 2])
+    breathing = np.sin(2 * np.pi * 0.25 * times_s + rng.uniform(0, 2 * np.pi))
+    qrs_gain = 1 + QRS_RESPIRATORY_MODULATION * breathing + rng.normal(0, QRS_AMPLITUDE_JITTER, len(times_s))
+    gain = np.ones_like(waves[..., 2])
+    gain[:, 1:4] = qrs_gain[:, None]  # Q, R and S: the QRS complex
+    return xp.asarray(centres), xp.asarray(widths), xp.asarray(waves[..., 2] * gain)
+
+
+def pink_noise(n: int, rng, xp=np, low_hz: float = 0.5, fs: float = 250.0):
+    """``n`` samples of 1/f noise above ``low_hz`` with unit standard deviation, made by ``xp`` from ``rng``.
+
+    >>> x = pink_noise(10_000, np.random.default_rng(0))
+    >>> round(float(x.std()), 3)
+    1.0
+    """
+    spectrum = xp.fft.rfft(rng.standard_normal(n))
+    freqs = xp.fft.rfftfreq(n, d=1.0 / fs)
+    spectrum /= xp.sqrt(xp.maximum(freqs, low_hz))
+    spectrum[freqs < low_hz] = 0
+    noise = xp.fft.irfft(spectrum, n)
+    return noise / noise.std()
 
 
 def synthesize(
@@ -160,7 +207,7 @@ def synthesize(
     times_dev = xp.asarray(times)
     midpoints = (times_dev[1:] + times_dev[:-1]) / 2
     nearest = xp.searchsorted(midpoints, t)  # the beat whose span holds each sample
-    centres, widths, amplitudes = _beat_waves(xp, times, labels)
+    centres, widths, amplitudes = _beat_waves(xp, times, labels, np.random.default_rng([seed, 1]))
     signal = xp.zeros(n, dtype=xp.float64)
     for offset in (-1, 0, 1):
         neighbour = nearest + offset
@@ -175,6 +222,7 @@ def synthesize(
         signal += amp * xp.sin(2 * np.pi * freq * t + phase)  # baseline wander: breathing, movement
     noisy_beat = xp.asarray(labels == NOISE)[nearest]
     signal += rng.standard_normal(n) * (MEASUREMENT_NOISE_MV + NOISE_BURST_MV * noisy_beat)
+    signal += PINK_NOISE_MV * pink_noise(n, rng, xp, fs=fs)
     r_peaks = np.round(times * fs).astype(np.int64)
     return SyntheticECG(signal.astype(xp.float32), float(fs), r_peaks, labels)
 

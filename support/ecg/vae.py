@@ -86,10 +86,13 @@ def train(
     beta: float = 1.0,
     seed: int = 0,
     progress: bool = True,
+    after_epoch=None,
 ) -> Training:
     """Train a :class:`BeatVAE` on ``beats`` (beats × width), on their device, with a tqdm progress bar.
 
     The loss is read back to the host once per epoch, for the progress bar, not once per step.
+    ``after_epoch(epoch, model)``, if given, is called after each epoch with the model in eval mode (to
+    score validation beats, say); training resumes afterwards.
     """
     from tqdm import tqdm
 
@@ -119,6 +122,9 @@ def train(
             losses[epoch] += loss.detach() / steps
         if progress:
             bar.set_postfix(loss=f"{losses[epoch].item():.3f}")
+        if after_epoch is not None:
+            model.eval()
+            after_epoch(epoch, model)
     model.eval()
     return Training(model, losses)
 
