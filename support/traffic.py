@@ -19,6 +19,7 @@ import contextlib
 import json
 import os
 import tempfile
+import warnings
 from dataclasses import dataclass
 
 from support.memory import describe_bytes
@@ -71,9 +72,13 @@ class TrafficMeter:
         import torch
         from torch.profiler import ProfilerActivity, profile
 
-        with profile(activities=[ProfilerActivity.CUDA]) as recording:
-            yield
-            torch.cuda.synchronize()  # copies still in flight would escape the record
+        with warnings.catch_warnings():
+            # One profile per stage is the design: the warning that a profile keeps only its own cycle's
+            # events is about schedules with several cycles, which the meter does not use.
+            warnings.filterwarnings("ignore", message=".*Profiler clears events", category=UserWarning)
+            with profile(activities=[ProfilerActivity.CUDA]) as recording:
+                yield
+                torch.cuda.synchronize()  # copies still in flight would escape the record
         self.stages[name] = self.stages.get(name, Copies()) + _copies_of(recording)
 
     def between(self, first: str, last: str) -> Copies:
@@ -89,11 +94,17 @@ class TrafficMeter:
         return total
 
     def rows(self) -> list[dict[str, object]]:
+        """One row per stage: bytes across the host link each way, bytes copied within the GPU, copies.
+
+        The host link is what zero-copy handoffs save; a copy within the GPU is a different cost (a gather,
+        a contiguous copy of a view), shown so that "no round trip" is not read as "no copy".
+        """
         return [
             {
                 "stage": name,
                 "host → GPU": describe_bytes(c.host_to_device),
                 "GPU → host": describe_bytes(c.device_to_host),
+                "GPU → GPU": describe_bytes(c.device_to_device),
                 "copies (any direction)": c.count,
             }
             for name, c in self.stages.items()

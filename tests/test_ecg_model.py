@@ -166,6 +166,13 @@ def test_traffic_adds_copies_by_direction_and_refuses_unknown_ones():
     meter = traffic.TrafficMeter()
     meter.stages = {"a": copies, "b": traffic.Copies(host_to_device=1, count=1), "c": copies}
     assert meter.between("b", "c").across_host_link == 14
+    row = meter.rows()[0]
+    assert (row["host → GPU"], row["GPU → host"], row["GPU → GPU"], row["copies (any direction)"]) == (
+        "10 B",
+        "3 B",
+        "100 B",
+        3,
+    )
     with pytest.raises(KeyError, match="no stage 'd'"):
         meter.between("a", "d")
     with pytest.raises(ValueError, match="unknown direction"):

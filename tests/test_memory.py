@@ -273,6 +273,10 @@ def test_the_managed_memory_guard_refuses_oversubscription_unless_opted_in():
         assert not managed.opted_in({managed.OPT_IN: value})
     with pytest.raises(ValueError, match="positive size"):
         managed.check_managed_request(0, free=GIB, total=GIB, environ={})
+    # cumulative: what the process already holds counts, since untouched managed memory leaves "free" as it was
+    managed.check_managed_request(GIB, free=2 * GIB, total=80 * GIB, environ={}, held=GIB)
+    with pytest.raises(managed.OversubscriptionRefused, match="with the 1.50 GiB of managed memory this process"):
+        managed.check_managed_request(GIB, free=2 * GIB, total=80 * GIB, environ={}, held=3 * GIB // 2)
     with pytest.raises(ValueError, match="unknown advice 'pin'"):
         managed.advise(None, "pin")
 
@@ -295,6 +299,9 @@ def test_budget_runs_are_reported_and_checked():
     assert row["outcome"] == "out of memory" and row["budget"] == "512.00 MiB" and row["time"] == ""
     done = budget.BudgetRun("managed", 0, True, 0.25, GIB, "")
     assert done.row()["budget"] == "none (managed)" and done.row()["time"] == "250 ms"
+    assert budget.BudgetRun("managed pool + prefetch", 0, True, 0.25, GIB, "").row()["budget"] == "none (managed)"
+    assert budget.BudgetRun("pool", 0, True, 0.25, GIB, "").row()["budget"] == "none"
+    assert budget.spill_summary({}) == {}
     with pytest.raises(ValueError, match="unknown mode 'swap'"):
         budget.run("swap", GIB)
     with pytest.raises(SystemExit):
@@ -342,6 +349,7 @@ def test_host_view_is_the_same_bytes_seen_from_numpy():
     )
     view = managed.host_view(fake)
     assert view.shape == (2, 3) and view.ctypes.data == backing.ctypes.data
+    assert view.base.base.owner is fake  # the view (a reshape of the buffer) keeps the array alive
     view[0, 0] = 42
     assert backing[0] == 42
     strided = SimpleNamespace(flags=backing[::2].flags)

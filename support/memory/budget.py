@@ -5,16 +5,23 @@ that many bytes. Each mode runs in a fresh Python process, because cuDF's spilli
 set once per process (``python -m support.memory.budget MODE --budget-bytes N``):
 
 - ``pool``: a plain RMM pool under the budget, the cuDF workload of chapter 4 as it is;
-- ``spill``: the same, with cuDF's spilling on (``spill``, ``spill_device_limit``): cuDF moves buffers it does not
-  need right now to host memory when the budget is reached;
+- ``spill``: the same, with cuDF's spilling on (the ``spill`` option; cuDF then wraps the current resource in a
+  ``FailureCallbackResourceAdaptor``, and when an allocation fails it moves spillable buffers to host memory and
+  tries again); the run reports cuDF's spill statistics (``spill_stats=1``);
 - ``chunked``: the same budget and pool, the workload a slice of the orders at a time;
-- ``managed``: managed memory behind :func:`guarded_managed_resource` instead of the budget;
-- ``torch pool`` and ``torch managed``: one PyTorch training step whose batch needs more than the budget, with
-  PyTorch allocating through RMM under the budget, or from managed memory.
+- ``managed``, ``managed pool`` and ``managed pool + prefetch``: managed memory behind
+  :func:`guarded_managed_resource` instead of the budget, bare, under an RMM pool, and under a pool that
+  prefetches every allocation to the GPU (``PrefetchResourceAdaptor``, what cudf.pandas uses by default);
+- ``torch pool``, ``torch managed`` and ``torch managed + prefetch``: one PyTorch training step whose batch needs
+  more than the budget, with PyTorch allocating through RMM under the budget, or from managed memory.
 
-Managed memory is not bound by the budget: that is its point, a GPU whose memory is too small borrows host memory
-page by page. On a GPU really that small the driver would evict pages to the host and fault them back; on a
-large one nothing is evicted, so the time measured is managed memory's own cost, not the cost of eviction.
+A budget of 0 means no budget: the same resource without the cap (the reference each mode is compared with).
+Managed memory is never bound by the budget: that is its point, a GPU whose memory is too small borrows host
+memory page by page. On a GPU really that small the driver would evict pages to the host and fault them back;
+this chapter runs on a shared GPU and never asks for more managed memory than is free, so nothing is evicted and
+the time measured is managed memory's own cost, not the cost of eviction.
+
+Times are medians of ``repeat`` runs after one warm-up (the wall clock, after waiting for the GPU).
 """
 
 from __future__ import annotations
@@ -22,10 +29,19 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from dataclasses import asdict, dataclass
 
-MODES = ("pool", "spill", "chunked", "managed", "torch pool", "torch managed")
+MODES = (
+    "pool",
+    "spill",
+    "chunked",
+    "managed",
+    "managed pool",
+    "managed pool + prefetch",
+    "torch pool",
+    "torch managed",
+    "torch managed + prefetch",
+)
 
 
 def guarded_managed_resource(environ=None):
@@ -57,14 +73,23 @@ class BudgetRun:
     peak_bytes: int
     error: str
     detail: str = ""
+    spill: dict | None = None  # cuDF's spill statistics, for the spill mode
+
+    @property
+    def managed(self) -> bool:
+        return "managed" in self.mode
 
     def row(self) -> dict[str, object]:
         from support.bench import format_seconds
         from support.memory.sizes import describe_bytes
 
+        if self.managed:
+            shown = "none (managed)"
+        else:
+            shown = describe_bytes(self.budget_bytes) if self.budget_bytes else "none"
         return {
             "mode": self.mode,
-            "budget": describe_bytes(self.budget_bytes) if self.budget_bytes else "none (managed)",
+            "budget": shown,
             "outcome": "completed" if self.completed else "out of memory",
             "time": format_seconds(self.seconds) if self.completed else "",
             "peak allocated": describe_bytes(self.peak_bytes),
@@ -76,11 +101,16 @@ def _set_resource(mode: str, budget: int):
     """Make this process's RMM resource for ``mode``; returns the statistics adaptor on top."""
     import rmm
 
-    if mode.endswith("managed"):
+    if "managed" in mode:
         base = guarded_managed_resource()
+        if mode != "torch managed" and mode != "managed":
+            base = rmm.mr.PoolMemoryResource(base, initial_pool_size=256 * 2**20)
+        if mode.endswith("+ prefetch"):
+            base = rmm.mr.PrefetchResourceAdaptor(base)
     else:
-        pool = rmm.mr.PoolMemoryResource(rmm.mr.CudaMemoryResource(), initial_pool_size=256 * 2**20)
-        base = rmm.mr.LimitingResourceAdaptor(pool, allocation_limit=budget)
+        base = rmm.mr.PoolMemoryResource(rmm.mr.CudaMemoryResource(), initial_pool_size=256 * 2**20)
+        if budget:
+            base = rmm.mr.LimitingResourceAdaptor(base, allocation_limit=budget)
     counted = rmm.mr.StatisticsResourceAdaptor(base)
     rmm.mr.set_current_device_resource(counted)
     return counted
@@ -100,14 +130,34 @@ def _frames_work(mode: str, rows: int, chunks: int):
     return lambda: workload.revenue_by_region(tables)
 
 
-def _spill_detail() -> str:
+def _spill_statistics() -> dict:
+    """cuDF's spill statistics as numbers: spills to host, bytes, and unspills back (a private API)."""
     try:
         from cudf.core.buffer.spill_manager import get_global_manager
 
         manager = get_global_manager()
-        return str(manager.statistics) if manager is not None else ""
     except Exception as exc:  # noqa: BLE001 - a private API: report what happened instead of failing the run
-        return f"spill statistics unavailable ({type(exc).__name__})"
+        return {"unavailable": f"{type(exc).__name__}: {exc}"}
+    if manager is None:
+        return {"unavailable": "spilling is off"}
+    return spill_summary(manager.statistics.spill_totals)
+
+
+def spill_summary(totals) -> dict:
+    """``{"device → host": bytes, "spills": n, "host → device": bytes, "unspills": n}`` from cuDF's
+    ``spill_totals`` (a mapping of (source, destination) to (bytes, seconds)); counts when cuDF has them.
+
+    >>> spill_summary({("gpu", "cpu"): (300, 0.1), ("cpu", "gpu"): (100, 0.02)})
+    {'device → host': 300, 'spill seconds': 0.1, 'host → device': 100, 'unspill seconds': 0.02}
+    """
+    out = {}
+    for (source, destination), value in dict(totals).items():
+        nbytes, seconds = value[0], value[1]
+        if (source, destination) == ("gpu", "cpu"):
+            out["device → host"], out["spill seconds"] = int(nbytes), float(seconds)
+        elif (source, destination) == ("cpu", "gpu"):
+            out["host → device"], out["unspill seconds"] = int(nbytes), float(seconds)
+    return out
 
 
 def _torch_work(batch: int, width: int):
@@ -138,26 +188,41 @@ def _torch_work(batch: int, width: int):
     return step
 
 
-def run(mode: str, budget: int, *, rows: int = 10_000_000, chunks: int = 16, batch: int = 32768, width: int = 4096):
+def run(
+    mode: str,
+    budget: int,
+    *,
+    rows: int = 10_000_000,
+    chunks: int = 16,
+    batch: int = 32768,
+    width: int = 4096,
+    repeat: int = 3,
+):
     """Run ``mode`` in this process (call it in a fresh one: it sets the process's allocators)."""
-    from support.memory.pools import summarize_error
-
     if mode not in MODES:
         raise ValueError(f"unknown mode {mode!r}; choose one of: {', '.join(MODES)}")
+    import cupy
+
+    from support.bench import time_wall
+    from support.memory.pools import summarize_error
+
     counted = _set_resource(mode, budget)
     error, seconds = "", 0.0
     try:
         work = _torch_work(batch, width) if mode.startswith("torch") else _frames_work(mode, rows, chunks)
-        work()  # the first run pays for compiling and growing the pool
-        start = time.perf_counter()
-        work()
-        seconds = time.perf_counter() - start
+
+        def waited():
+            work()
+            cupy.cuda.Device().synchronize()
+
+        # the warm-up pays for compiling and growing the pool
+        seconds = time_wall(waited, label=mode, warmup=1, repeat=repeat).median
     except (MemoryError, RuntimeError) as exc:  # PyTorch reports a failed allocation as a RuntimeError
         error = f"{type(exc).__name__}: {summarize_error(str(exc))}"
-    detail = _spill_detail() if mode == "spill" else ""
+    spill = _spill_statistics() if mode == "spill" else None
     peak = int(counted.allocation_counts.peak_bytes)
-    shown_budget = 0 if mode.endswith("managed") else budget
-    return BudgetRun(mode, shown_budget, not error, seconds, peak, error, detail)
+    shown_budget = 0 if "managed" in mode else budget
+    return BudgetRun(mode, shown_budget, not error, seconds, peak, error, spill=spill)
 
 
 def run_in_fresh_process(mode: str, budget: int, *, timeout: float = 600, **options) -> BudgetRun:
@@ -172,10 +237,18 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m support.memory.budget", description=__doc__.split("\n")[0])
     parser.add_argument("mode", choices=MODES)
     parser.add_argument("--budget-bytes", type=int, required=True)
-    for name, default in (("rows", 10_000_000), ("chunks", 16), ("batch", 32768), ("width", 4096)):
+    for name, default in (("rows", 10_000_000), ("chunks", 16), ("batch", 32768), ("width", 4096), ("repeat", 3)):
         parser.add_argument(f"--{name}", type=int, default=default)
     args = parser.parse_args(argv)
-    result = run(args.mode, args.budget_bytes, rows=args.rows, chunks=args.chunks, batch=args.batch, width=args.width)
+    result = run(
+        args.mode,
+        args.budget_bytes,
+        rows=args.rows,
+        chunks=args.chunks,
+        batch=args.batch,
+        width=args.width,
+        repeat=args.repeat,
+    )
     print(json.dumps(asdict(result)))
     return 0
 

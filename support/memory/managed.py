@@ -10,6 +10,13 @@ a hint (``cudaMemAdvise``).
 pages to host memory and faults them back, and on a shared GPU that storm of migrations can stall every process
 on the machine. :func:`check_managed_request` refuses such a request unless the environment variable
 ``GPU_INTEROP_ALLOW_OVERSUBSCRIPTION=1`` says the user wants it (do that only on a GPU of your own).
+
+The guard counts what the process already holds. Managed memory that no kernel has touched yet does not lower
+the free memory the driver reports, so checking each request alone would let ten requests of 60 % of the free
+memory through, one after another. :func:`managed_array` therefore allocates through one process-wide
+``StatisticsResourceAdaptor`` over the managed resource and checks the new request *plus the managed bytes still
+allocated* against the free memory (pages already moved to the GPU are then counted twice: the guard errs on
+the safe side).
 """
 
 from __future__ import annotations
@@ -35,17 +42,45 @@ def opted_in(environ: Mapping[str, str] | None = None) -> bool:
     return value.strip().lower() in ("1", "true", "yes")
 
 
-def check_managed_request(nbytes: int, free: int, total: int, environ: Mapping[str, str] | None = None) -> None:
-    """Refuse a managed allocation of ``nbytes`` that is more than the ``free`` device memory, unless opted in."""
+def check_managed_request(
+    nbytes: int, free: int, total: int, environ: Mapping[str, str] | None = None, *, held: int = 0
+) -> None:
+    """Refuse a managed allocation of ``nbytes`` that, with the ``held`` managed bytes the process already has,
+    is more than the ``free`` device memory, unless opted in.
+
+    >>> check_managed_request(6, free=10, total=16, environ={}, held=0)
+    >>> check_managed_request(6, free=10, total=16, environ={}, held=6)
+    Traceback (most recent call last):
+    ...
+    support.memory.managed.OversubscriptionRefused: a managed allocation of 6 B, with the 6 B of managed memory ...
+    """
     if nbytes <= 0:
         raise ValueError(f"a managed allocation needs a positive size, not {nbytes} bytes")
-    if nbytes > free and not opted_in(environ):
+    if nbytes + held > free and not opted_in(environ):
+        already = f", with the {describe_bytes(held)} of managed memory this process holds," if held else ""
         raise OversubscriptionRefused(
-            f"a managed allocation of {describe_bytes(nbytes)} is more than the {describe_bytes(free)} free on this "
-            f"GPU (of {describe_bytes(total)}): it would oversubscribe the GPU, and the page migrations that follow "
-            "can stall every user of a shared machine. Ask for less, or process the data in chunks; on a GPU of "
-            f"your own, set {OPT_IN}=1 to allow it"
+            f"a managed allocation of {describe_bytes(nbytes)}{already} is more than the {describe_bytes(free)} "
+            f"free on this GPU (of {describe_bytes(total)}): it would oversubscribe the GPU, and the page "
+            "migrations that follow can stall every user of a shared machine. Ask for less, or process the data "
+            f"in chunks; on a GPU of your own, set {OPT_IN}=1 to allow it"
         )
+
+
+_MANAGED = []  # the process's counted managed resource, made on first use
+
+
+def _managed_resource():
+    """One ``StatisticsResourceAdaptor`` over RMM's ``ManagedMemoryResource`` for the whole process."""
+    import rmm
+
+    if not _MANAGED:
+        _MANAGED.append(rmm.mr.StatisticsResourceAdaptor(rmm.mr.ManagedMemoryResource()))
+    return _MANAGED[0]
+
+
+def managed_bytes_held() -> int:
+    """Managed bytes allocated by :func:`managed_array` and not yet freed, in this process."""
+    return int(_managed_resource().allocation_counts.current_bytes) if _MANAGED else 0
 
 
 def managed_array(shape, dtype=np.float32):
@@ -54,19 +89,23 @@ def managed_array(shape, dtype=np.float32):
     import rmm
 
     nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
-    check_managed_request(nbytes, *rmm.mr.available_device_memory())
-    buffer = rmm.DeviceBuffer(size=nbytes, mr=rmm.mr.ManagedMemoryResource())
+    check_managed_request(nbytes, *rmm.mr.available_device_memory(), held=managed_bytes_held())
+    buffer = rmm.DeviceBuffer(size=nbytes, mr=_managed_resource())
     memory = cupy.cuda.UnownedMemory(buffer.ptr, nbytes, buffer)
     return cupy.ndarray(shape, dtype=dtype, memptr=cupy.cuda.MemoryPointer(memory, 0))
 
 
 def host_view(array) -> np.ndarray:
-    """A NumPy array over the same managed bytes as the CuPy ``array``: the CPU reads and writes them in place."""
+    """A NumPy array over the same managed bytes as the CuPy ``array``: the CPU reads and writes them in place.
+
+    The view keeps ``array`` (and so its managed buffer) alive for as long as the view exists.
+    """
     import ctypes
 
     if not array.flags.c_contiguous:
         raise ValueError("host_view needs a contiguous managed array")
     raw = (ctypes.c_byte * array.nbytes).from_address(array.data.ptr)
+    raw.owner = array  # without it, deleting the CuPy array would free the memory under the view
     return np.frombuffer(raw, dtype=array.dtype).reshape(array.shape)
 
 
