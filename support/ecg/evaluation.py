@@ -195,10 +195,18 @@ def summary(rows: list[dict]) -> dict[str, float]:
     return out
 
 
-def judge_test(model, beats, split: Split, peaks, r_peaks, labels) -> tuple[list[dict], np.ndarray]:
-    """Score the validation and test rows, set the threshold on validation, and tabulate the test flags.
+@dataclass
+class Judgement:
+    """The test beats judged: the flag table, their scores and contexts, and the validation threshold."""
 
-    Returns the table and the test scores (on the host)."""
+    rows: list[dict]
+    scores: np.ndarray
+    contexts: np.ndarray
+    threshold: float
+
+
+def judge_test(model, beats, split: Split, peaks, r_peaks, labels) -> Judgement:
+    """Score the validation and test rows, set the threshold on validation, and tabulate the test flags."""
     from support.ecg import vae
 
     peaks = np.asarray(peaks)
@@ -208,7 +216,7 @@ def judge_test(model, beats, split: Split, peaks, r_peaks, labels) -> tuple[list
     threshold = threshold_at_rate(validation_scores, anomalous)
     test_scores = vae.anomaly_scores(model, beats[split.test]).cpu().numpy()
     contexts = beat_context(peaks[rows["test"]], r_peaks, labels)
-    return flag_table(test_scores, contexts, threshold), test_scores
+    return Judgement(flag_table(test_scores, contexts, threshold), test_scores, contexts, threshold)
 
 
 def evaluate_recording(ecg, *, by: str = "random", latents=(2, 4, 8), epochs: int = 12, seed: int = 0) -> dict:
@@ -231,5 +239,5 @@ def evaluate_recording(ecg, *, by: str = "random", latents=(2, 4, 8), epochs: in
     choice = choose_model(
         tensor[split.train], tensor[split.validation], anomalous, latents=latents, epochs=epochs, seed=seed
     )
-    rows, _ = judge_test(choice.model, tensor, split, peaks, ecg.r_peaks, ecg.labels)
-    return {"split": by, "latent": choice.latent, "epochs": choice.epochs} | summary(rows)
+    judged = judge_test(choice.model, tensor, split, peaks, ecg.r_peaks, ecg.labels)
+    return {"split": by, "latent": choice.latent, "epochs": choice.epochs} | summary(judged.rows)
