@@ -107,6 +107,18 @@ def test_churn_frees_exactly_the_planned_buffer_and_allocates_the_planned_size()
     assert released[plan.steps :] == live and run.live == []
 
 
+def test_a_busy_churn_queues_gpu_work_before_every_free_and_waits_at_the_end():
+    plan = churn.ChurnPlan(steps=5, live=2, busy_us=100)
+    events = []
+    allocator = churn.Allocator(allocate=lambda size: events.append("allocate"), release=lambda h: events.append("free"))
+    gpu_work = (lambda: events.append("queue"), lambda: events.append("wait"))
+    churn.Churn(allocator, plan, gpu_work=gpu_work).run()
+    steps = events[2:]  # after the two allocations of the working set
+    assert steps == ["queue", "free", "allocate"] * 5 + ["wait"]
+    with pytest.raises(ValueError, match="cannot be negative"):
+        churn.ChurnPlan(busy_us=-1)
+
+
 def test_churn_measures_the_python_loop_here_and_in_a_fresh_process(tmp_path):
     plan = churn.ChurnPlan(steps=1000, live=8)
     here = churn.measure("python loop only", plan, repeat=3)
@@ -229,6 +241,9 @@ def test_jax_settings_replace_the_callers_jax_variables():
     row = probe.row(80 * GIB)
     assert row["share of the GPU"] == "2%" and row["cuDF job of 24.00 GiB"] == "out of memory"
     assert row["JAX step (median)"] == "300 µs"
+    assert jax_probe.JaxProbe("grow on demand", 0, 0, 1e-4, GIB, True, "", 5 * GIB).row(80 * GIB)["free for cuDF"] == (
+        "5.00 GiB"
+    )
 
 
 def test_jax_probe_refuses_to_crowd_out_other_users_of_the_gpu():
@@ -237,8 +252,14 @@ def test_jax_probe_refuses_to_crowd_out_other_users_of_the_gpu():
     assert (
         jax_probe.preallocated_fraction("grow on demand") == jax_probe.preallocated_fraction("platform allocator") == 0
     )
-    jax_probe.check_room_for_jax("preallocate 75 % (JAX's default)", free=78 * GIB, total=80 * GIB)
+    jax_probe.check_room_for_jax("preallocate 75 % (JAX's default)", free=78 * GIB, total=80 * GIB, environ={})
     jax_probe.check_room_for_jax("grow on demand", free=1 * GIB, total=80 * GIB)
+    # 61 GiB free of 80: room for 60 GiB and the margin, but others hold 19 GiB: refused unless opted in
+    with pytest.raises(memory.MemorySetupError, match="looks shared.*GPU_INTEROP_ALLOW_JAX_PREALLOCATION=1"):
+        jax_probe.check_room_for_jax("preallocate 75 % (JAX's default)", free=63 * GIB, total=80 * GIB, environ={})
+    opted = {jax_probe.OPT_IN: "1"}
+    jax_probe.check_room_for_jax("preallocate 75 % (JAX's default)", free=63 * GIB, total=80 * GIB, environ=opted)
+    jax_probe.check_room_for_jax("preallocate 25 %", free=40 * GIB, total=80 * GIB, environ={})  # a small share
     with pytest.raises(memory.MemorySetupError, match=r"would take 60.00 GiB of this GPU's 80.00 GiB, but only 40.00"):
         jax_probe.check_room_for_jax("preallocate 75 % (JAX's default)", free=40 * GIB, total=80 * GIB)
     with pytest.raises(memory.MemorySetupError, match="run this on a GPU of your own"):

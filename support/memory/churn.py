@@ -15,6 +15,11 @@ The allocators (:data:`ALLOCATORS`), each through its thinnest Python entry poin
 - ``CuPy pool``: ``cupy.cuda.MemoryPool.malloc``;
 - ``PyTorch caching allocator``: ``torch.cuda.caching_allocator_alloc``/``caching_allocator_delete``.
 
+With ``busy_us`` in the plan, each step first queues that many microseconds of GPU work (a one-thread kernel
+that spins), as a pipeline that computes between allocations would: ``cudaFree`` then waits for the queued work
+at every step, while a pool's free is bookkeeping and the host runs ahead. The ``python loop only`` row then
+measures the GPU's own work and the launches, so what each allocator adds on top of it is what it costs.
+
 Run each in a fresh process (:func:`measure_in_fresh_process`, or ``python -m support.memory.churn NAME``) so
 that no allocator's cache warms another's, and so PyTorch's own allocator can be measured in a notebook that
 later hands PyTorch to RMM.
@@ -44,8 +49,11 @@ class ChurnPlan:
     largest: int = 4 * MIB
     seed: int = 0
     spread: str = "uniform"
+    busy_us: int = 0  # GPU work queued before each step, in microseconds (0: an idle GPU)
 
     def __post_init__(self):
+        if self.busy_us < 0:
+            raise ValueError(f"the GPU work queued per step cannot be negative, not {self.busy_us} µs")
         if self.steps < 1 or self.live < 1:
             raise ValueError(f"a churn needs at least one step and one live buffer, not {self.steps}, {self.live}")
         if not 0 < self.smallest <= self.largest:
@@ -194,11 +202,29 @@ ALLOCATORS: dict[str, Callable[[], Allocator]] = {
 }
 
 
-class Churn:
-    """A working set of live buffers that :meth:`run` churns through the plan's steps (the same ones each run)."""
+def _gpu_work(busy_us: int) -> tuple[Callable[[], None], Callable[[], None]]:
+    """A launcher that queues ``busy_us`` microseconds of GPU work, and a wait for the GPU."""
+    import cupy
 
-    def __init__(self, allocator: Allocator, plan: ChurnPlan):
+    spin = cupy.RawKernel(_SPIN_SOURCE, "spin")
+    nanoseconds = cupy.int64(busy_us * 1000)
+    spin((1,), (1,), (cupy.int64(1000),))  # compile and load it before any timing
+    cupy.cuda.runtime.deviceSynchronize()
+    return (lambda: spin((1,), (1,), (nanoseconds,))), cupy.cuda.runtime.deviceSynchronize
+
+
+class Churn:
+    """A working set of live buffers that :meth:`run` churns through the plan's steps (the same ones each run).
+
+    ``gpu_work`` is ``(queue, wait)``: called before each step and after the last; by default, the spinning
+    kernel of :func:`_gpu_work` when the plan has ``busy_us``, and nothing otherwise.
+    """
+
+    def __init__(self, allocator: Allocator, plan: ChurnPlan, gpu_work=None):
         self.allocator, self.plan = allocator, plan
+        if gpu_work is None and plan.busy_us:
+            gpu_work = _gpu_work(plan.busy_us)
+        self.gpu_work = gpu_work
         sizes = plan.sizes()
         self._steps = list(zip(sizes[plan.live :], plan.victims(), strict=True))
         self.live = [allocator.allocate(size) for size in sizes[: plan.live]]
@@ -206,11 +232,16 @@ class Churn:
     def run(self) -> None:
         """Free one buffer and allocate another, ``plan.steps`` times, then wait for the GPU."""
         allocate, release, live = self.allocator.allocate, self.allocator.release, self.live
+        queue = self.gpu_work[0] if self.gpu_work else None
         for size, victim in self._steps:
+            if queue is not None:
+                queue()
             release(live[victim])
             live[victim] = None  # the last reference goes before the next allocation, for every allocator
             live[victim] = allocate(size)
         self.allocator.synchronize()
+        if self.gpu_work:
+            self.gpu_work[1]()
 
     def close(self) -> None:
         for handle in self.live:

@@ -9,7 +9,13 @@ full. Its environment variables, read once when JAX starts (so each setting need
 - ``XLA_PYTHON_CLIENT_ALLOCATOR=platform``: allocate and free each array exactly (slow, but holds nothing).
 
 :func:`probe_in_fresh_process` starts JAX with one setting, runs a little JAX work, and then tries a cuDF job of
-a given size in the same process. ``python -m support.memory.jax_probe SETTING --job-bytes N`` does the same.
+a given size in the same process; it reports the free memory JAX left, so the job's outcome can be checked
+against it. ``python -m support.memory.jax_probe SETTING --job-bytes N`` does the same.
+
+**On a shared GPU** a setting that preallocates a large share would take memory other processes count on. The
+probe refuses a setting whose preallocation would not leave ``margin`` of the free memory; and it refuses one
+that preallocates half the GPU or more whenever the GPU looks shared (less than :data:`UNSHARED_FREE_SHARE` of it
+free, as under an MPS client limit or beside another job), unless ``GPU_INTEROP_ALLOW_JAX_PREALLOCATION=1``.
 """
 
 from __future__ import annotations
@@ -50,17 +56,36 @@ def preallocated_fraction(setting: str) -> float:
     return float(variables.get("XLA_PYTHON_CLIENT_MEM_FRACTION", ".75"))
 
 
-def check_room_for_jax(setting: str, free: int, total: int, margin: int = 2 * GIB) -> None:
-    """Refuse to start JAX with ``setting`` when its preallocation would not leave ``margin`` of the free memory.
+OPT_IN = "GPU_INTEROP_ALLOW_JAX_PREALLOCATION"
+#: A GPU with less than this share of its memory free is taken to be shared (others hold the rest).
+UNSHARED_FREE_SHARE = 0.9
 
-    On a GPU that other processes use, JAX's default would take memory they are counting on.
+
+def check_room_for_jax(
+    setting: str, free: int, total: int, margin: int = 2 * GIB, environ: Mapping[str, str] | None = None
+) -> None:
+    """Refuse to start JAX with ``setting`` when it would crowd out other users of the GPU (module docstring).
+
+    >>> check_room_for_jax("grow on demand", free=1 * GIB, total=16 * GIB)
+    >>> check_room_for_jax("preallocate 75 % (JAX's default)", free=70 * GIB, total=80 * GIB, environ={})
+    Traceback (most recent call last):
+    ...
+    support.memory.pools.MemorySetupError: this GPU looks shared: 70.00 GiB of its 80.00 GiB is free, ...
     """
-    wanted = int(preallocated_fraction(setting) * total)
+    fraction = preallocated_fraction(setting)
+    wanted = int(fraction * total)
     if wanted and wanted + margin > free:
         raise MemorySetupError(
             f"JAX with {setting!r} would take {describe_bytes(wanted)} of this GPU's {describe_bytes(total)}, "
             f"but only {describe_bytes(free)} is free: other processes are using it, and they could run out of "
             "memory; run this on a GPU of your own, or skip this setting"
+        )
+    environ = os.environ if environ is None else environ
+    opted = environ.get(OPT_IN, "").strip().lower() in ("1", "true", "yes")
+    if fraction >= 0.5 and free < UNSHARED_FREE_SHARE * total and not opted:
+        raise MemorySetupError(
+            f"this GPU looks shared: {describe_bytes(free)} of its {describe_bytes(total)} is free, and JAX with "
+            f"{setting!r} would take {describe_bytes(wanted)} of it; on a GPU of your own, set {OPT_IN}=1"
         )
 
 
@@ -75,6 +100,7 @@ class JaxProbe:
     job_bytes: int
     job_fitted: bool
     error: str
+    free_after_work: int = 0
 
     def row(self, total_bytes: int) -> dict[str, object]:
         """One line of the chapter's table; ``total_bytes`` is the GPU's memory."""
@@ -86,6 +112,7 @@ class JaxProbe:
             "after its work": describe_bytes(self.held_after_work),
             "share of the GPU": f"{self.held_after_work / total_bytes:.0%}",
             "JAX step (median)": format_seconds(self.seconds_per_step),
+            "free for cuDF": describe_bytes(self.free_after_work),
             f"cuDF job of {describe_bytes(self.job_bytes)}": "ran" if self.job_fitted else "out of memory",
         }
 
@@ -141,7 +168,14 @@ def probe(setting: str, job_bytes: int, steps: int = 64) -> JaxProbe:
     except MemoryError as exc:
         error = f"{type(exc).__name__}: {summarize_error(str(exc))}"
     return JaxProbe(
-        setting, free_before - free_started, free_before - free_worked, seconds, job_bytes, not error, error
+        setting,
+        free_before - free_started,
+        free_before - free_worked,
+        seconds,
+        job_bytes,
+        not error,
+        error,
+        free_worked,
     )
 
 
