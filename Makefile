@@ -8,7 +8,7 @@
 #   make test        unit tests, notebook checks, the book check, and nbval on every notebook this machine can run
 #   make test-gpu    the same in your GPU environment (PYTHON, default python3); fails instead of skipping GPU notebooks
 #   make execute     on a GPU host: execute notebooks in place (NOTEBOOKS=..., default all chapters)
-#   make lint        ruff over support/, tests/ and the notebooks
+#   make lint        ruff over support/, tests/ and the notebooks (notebook code within 88 columns)
 
 SHELL := bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -62,9 +62,12 @@ test-gpu:
 execute:
 	$(or $(strip $(PYTHON)),python3) -m support.book execute $(NOTEBOOKS)
 
+# Notebook code is held to 88 columns, the width the book's page shows without clipping.
 lint: $(TEST_DEPS)
 	$(PY) -m ruff check support tests chapters conftest.py
+	$(PY) -m ruff check --line-length 88 --select E501 chapters
 	$(PY) -m ruff format --check support tests conftest.py
+	$(PY) -m ruff format --check --line-length 88 chapters
 
 clean:
 	rm -rf _build

@@ -110,7 +110,9 @@ def test_churn_frees_exactly_the_planned_buffer_and_allocates_the_planned_size()
 def test_a_busy_churn_queues_gpu_work_before_every_free_and_waits_at_the_end():
     plan = churn.ChurnPlan(steps=5, live=2, busy_us=100)
     events = []
-    allocator = churn.Allocator(allocate=lambda size: events.append("allocate"), release=lambda h: events.append("free"))
+    allocator = churn.Allocator(
+        allocate=lambda size: events.append("allocate"), release=lambda h: events.append("free")
+    )
     gpu_work = (lambda: events.append("queue"), lambda: events.append("wait"))
     churn.Churn(allocator, plan, gpu_work=gpu_work).run()
     steps = events[2:]  # after the two allocations of the working set
