@@ -90,7 +90,9 @@ def train(
 ) -> Training:
     """Train a :class:`BeatVAE` on ``beats`` (beats × width), on their device, with a tqdm progress bar.
 
-    The loss is read back to the host once per epoch, for the progress bar, not once per step.
+    The loss is read back to the host once per epoch, for the progress bar, not once per step. cuDNN is held
+    to deterministic algorithms, so the same seed trains the same model on the same GPU (the chapter's
+    published tables are compared with a re-run).
     ``after_epoch(epoch, model)``, if given, is called after each epoch with the model in eval mode (to
     score validation beats, say); training resumes afterwards.
     """
@@ -109,22 +111,23 @@ def train(
     losses = torch.zeros(epochs, device=device)
     steps = max(1, len(beats) // batch_size)
     bar = tqdm(range(epochs), desc="training the VAE", unit="epoch", file=sys.stderr, disable=not progress)
-    for epoch in bar:
-        model.train()
-        order = torch.randperm(len(beats), device=device, generator=generator)
-        for step in range(steps):
-            batch = beats[order[step * batch_size : (step + 1) * batch_size]]
-            reconstruction, mean, log_var = model(batch)
-            loss = negative_elbo(reconstruction, batch, mean, log_var, beta).mean()
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
-            losses[epoch] += loss.detach() / steps
-        if progress:
-            bar.set_postfix(loss=f"{losses[epoch].item():.3f}")
-        if after_epoch is not None:
-            model.eval()
-            after_epoch(epoch, model)
+    with torch.backends.cudnn.flags(enabled=True, benchmark=False, deterministic=True):
+        for epoch in bar:
+            model.train()
+            order = torch.randperm(len(beats), device=device, generator=generator)
+            for step in range(steps):
+                batch = beats[order[step * batch_size : (step + 1) * batch_size]]
+                reconstruction, mean, log_var = model(batch)
+                loss = negative_elbo(reconstruction, batch, mean, log_var, beta).mean()
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                optimizer.step()
+                losses[epoch] += loss.detach() / steps
+            if progress:
+                bar.set_postfix(loss=f"{losses[epoch].item():.3f}")
+            if after_epoch is not None:
+                model.eval()
+                after_epoch(epoch, model)
     model.eval()
     return Training(model, losses)
 
