@@ -12,7 +12,7 @@ Examples
 No usable CUDA GPU: no NVIDIA driver
 >>> env.banner()  # doctest: +SKIP
 GPU 0: NVIDIA H100 80GB HBM3 · 79.2 GiB · compute capability 9.0 · 132 SMs
-driver 580.159.04 · CUDA 13.0 (driver API)
+driver 580.159.04 (supports CUDA up to 13.0) · CUDA runtime 13.0
 Python 3.12.3 · cudf 26.10.2 · rmm 26.10.0 · cupy 14.2.0 · numba 0.68.0 · numba-cuda 0.30.4 · torch 2.11.0 · ...
 """
 
@@ -251,8 +251,25 @@ def stack_versions(names: Sequence[str] = GPU_STACK) -> dict[str, str | None]:
     return {name: _distribution_version(name, distributions) for name in names}
 
 
-def banner_text(probe: GpuProbe | None = None, versions: dict[str, str | None] | None = None) -> str:
-    """The environment banner as text: one line per GPU, the driver, then Python and the library versions."""
+def cuda_runtime_version() -> str | None:
+    """The CUDA runtime version the book's arrays run on (CuPy's, e.g. "13.0"), or None without CuPy.
+
+    The driver's own figure (:attr:`GpuProbe.cuda_version`) is the newest CUDA it *supports*, not the one in use.
+    """
+    try:
+        import cupy
+    except ImportError:
+        return None
+    try:
+        return _format_cuda_version(cupy.cuda.runtime.runtimeGetVersion())
+    except Exception:  # noqa: BLE001 - a broken CUDA install: the banner shows no runtime instead of failing
+        return None
+
+
+def banner_text(
+    probe: GpuProbe | None = None, versions: dict[str, str | None] | None = None, runtime: str | None = None
+) -> str:
+    """The environment banner as text: one line per GPU, the driver and CUDA, then Python and library versions."""
     probe = _probe_once() if probe is None else probe
     versions = stack_versions() if versions is None else versions
     lines = []
@@ -263,7 +280,9 @@ def banner_text(probe: GpuProbe | None = None, versions: dict[str, str | None] |
                 f"GPU {gpu.index}: {gpu.name} · {gpu.memory_gib:.1f} GiB · compute capability {major}.{minor}"
                 f" · {gpu.multiprocessors} SMs"
             )
-        lines.append(f"driver {probe.driver_version or 'unknown'} · CUDA {probe.cuda_version} (driver API)")
+        runtime = cuda_runtime_version() if runtime is None else runtime
+        in_use = f" · CUDA runtime {runtime}" if runtime else ""
+        lines.append(f"driver {probe.driver_version or 'unknown'} (supports CUDA up to {probe.cuda_version}){in_use}")
     else:
         lines.append(f"No usable CUDA GPU: {probe.problem}")
     libraries = " · ".join(f"{name.replace('_', '-')} {version or '—'}" for name, version in versions.items())

@@ -69,10 +69,12 @@ def test_probe_of_this_machine_is_consistent():
 
 def test_banner_names_the_gpu_and_versions():
     probe = GpuProbe(gpus=(H100,), cuda_version="13.0", driver_version="580.159.04")
-    text = env.banner_text(probe, {"cupy": "14.2.0", "numba_cuda": "0.30.4", "jax": None})
+    text = env.banner_text(probe, {"cupy": "14.2.0", "numba_cuda": "0.30.4", "jax": None}, runtime="13.0")
     assert re.search(BANNER_GPU_LINE, text, flags=re.MULTILINE)
     assert "NVIDIA H100 80GB HBM3 · 79.2 GiB · compute capability 9.0 · 132 SMs" in text
-    assert "driver 580.159.04 · CUDA 13.0" in text
+    # the driver's figure is what it supports; the runtime is what the arrays use
+    assert "driver 580.159.04 (supports CUDA up to 13.0) · CUDA runtime 13.0" in text
+    assert "CUDA runtime" not in env.banner_text(probe, {"cupy": None}, runtime="")
     assert "cupy 14.2.0 · numba-cuda 0.30.4 · jax —" in text
 
 
@@ -113,3 +115,17 @@ def test_missing_modules_checks_without_importing():
         "no_such_module_xyz",
         "no_such_package_xyz.sub",
     ]
+
+
+def test_nbval_sanitizer_masks_every_banner_line():
+    import configparser
+    from pathlib import Path
+
+    rules = configparser.ConfigParser()
+    rules.read(Path(__file__).with_name("nbval_sanitize.cfg"), encoding="utf-8")
+    probe = GpuProbe(gpus=(H100,), cuda_version="13.0", driver_version="580.159.04")
+    for runtime in ("13.0", ""):
+        text = env.banner_text(probe, {"cupy": "14.2.0"}, runtime=runtime)
+        for section in rules.sections():
+            text = re.sub(rules[section]["regex"], rules[section]["replace"], text)
+        assert text.splitlines() == ["GPU-LINE", "DRIVER-LINE", "VERSIONS-LINE"], text

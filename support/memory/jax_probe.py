@@ -15,7 +15,8 @@ against it. ``python -m support.memory.jax_probe SETTING --job-bytes N`` does th
 **On a shared GPU** a setting that preallocates a large share would take memory other processes count on. The
 probe refuses a setting whose preallocation would not leave ``margin`` of the free memory; and it refuses one
 that preallocates half the GPU or more whenever the GPU looks shared (less than :data:`UNSHARED_FREE_SHARE` of it
-free, as under an MPS client limit or beside another job), unless ``GPU_INTEROP_ALLOW_JAX_PREALLOCATION=1``.
+free once this process's own RMM pool is counted as free, as under an MPS client limit or beside another job),
+unless ``GPU_INTEROP_ALLOW_JAX_PREALLOCATION=1``.
 """
 
 from __future__ import annotations
@@ -61,8 +62,32 @@ OPT_IN = "GPU_INTEROP_ALLOW_JAX_PREALLOCATION"
 UNSHARED_FREE_SHARE = 0.9
 
 
+def pool_bytes(resource) -> int:
+    """The size of the first RMM pool in ``resource``'s chain of adaptors (0 when there is none).
+
+    >>> from types import SimpleNamespace as Fake
+    >>> pool = Fake(pool_size=lambda: 4096)
+    >>> pool_bytes(Fake(get_upstream=lambda: pool)), pool_bytes(Fake(get_upstream=lambda: None))
+    (4096, 0)
+    """
+    seen = 0
+    while resource is not None and seen < 16:
+        if hasattr(resource, "pool_size"):
+            return int(resource.pool_size())
+        upstream = getattr(resource, "get_upstream", None)
+        resource = upstream() if upstream is not None else None
+        seen += 1
+    return 0
+
+
 def check_room_for_jax(
-    setting: str, free: int, total: int, margin: int = 2 * GIB, environ: Mapping[str, str] | None = None
+    setting: str,
+    free: int,
+    total: int,
+    margin: int = 2 * GIB,
+    environ: Mapping[str, str] | None = None,
+    *,
+    held_here: int = 0,
 ) -> None:
     """Refuse to start JAX with ``setting`` when it would crowd out other users of the GPU (module docstring).
 
@@ -71,6 +96,7 @@ def check_room_for_jax(
     Traceback (most recent call last):
     ...
     support.memory.pools.MemorySetupError: this GPU looks shared: 70.00 GiB of its 80.00 GiB is free, ...
+    >>> check_room_for_jax("preallocate 75 % (JAX's default)", 70 * GIB, 80 * GIB, environ={}, held_here=8 * GIB)
     """
     fraction = preallocated_fraction(setting)
     wanted = int(fraction * total)
@@ -82,10 +108,12 @@ def check_room_for_jax(
         )
     environ = os.environ if environ is None else environ
     opted = environ.get(OPT_IN, "").strip().lower() in ("1", "true", "yes")
-    if fraction >= 0.5 and free < UNSHARED_FREE_SHARE * total and not opted:
+    if fraction >= 0.5 and free + held_here < UNSHARED_FREE_SHARE * total and not opted:
+        others = total - free - held_here
         raise MemorySetupError(
-            f"this GPU looks shared: {describe_bytes(free)} of its {describe_bytes(total)} is free, and JAX with "
-            f"{setting!r} would take {describe_bytes(wanted)} of it; on a GPU of your own, set {OPT_IN}=1"
+            f"this GPU looks shared: {describe_bytes(free)} of its {describe_bytes(total)} is free, other processes "
+            f"hold about {describe_bytes(others)}, and JAX with {setting!r} would take {describe_bytes(wanted)}; on a "
+            f"GPU of your own, set {OPT_IN}=1"
         )
 
 
@@ -184,9 +212,12 @@ def probe_in_fresh_process(setting: str, job_bytes: int, *, steps: int = 64, tim
 
     Refuses (:class:`MemorySetupError`) a setting whose preallocation would crowd out other users of the GPU.
     """
+    import rmm
+
     from support.memory.fresh_process import run_module
 
-    check_room_for_jax(setting, *_free_bytes())
+    held_here = pool_bytes(rmm.mr.get_current_device_resource())  # this process's pool is not another user
+    check_room_for_jax(setting, *_free_bytes(), held_here=held_here)
     arguments = [setting, f"--job-bytes={job_bytes}", f"--steps={steps}"]
     found = run_module(
         "support.memory.jax_probe",
