@@ -182,7 +182,9 @@ def time_cuda(
 ) -> Timing:
     """Time GPU work with CUDA events: ``warmup`` untimed calls, then ``repeat`` timed ones.
 
-    Each repeat is bracketed by two events on CuPy's current stream (pass ``stream`` for another). Work on
+    Each repeat is bracketed by two events on CuPy's current stream (pass ``stream`` for another). The repeats
+    are queued back to back, with no wait in between, so the median is a throughput figure for GPU work; a
+    call that is mostly host work (a handoff that wraps a pointer) is better timed with :func:`time_wall`. Work on
     other streams is covered when it is ordered with that stream (the legacy default stream is) or when
     ``fn`` waits for it (``jax.Array.block_until_ready``).
 
