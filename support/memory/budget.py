@@ -13,7 +13,9 @@ set once per process (``python -m support.memory.budget MODE --budget-bytes N``)
   :func:`guarded_managed_resource` instead of the budget, bare, under an RMM pool, and under a pool that
   prefetches every allocation to the GPU (``PrefetchResourceAdaptor``, what cudf.pandas uses by default);
 - ``torch pool``, ``torch managed`` and ``torch managed + prefetch``: one PyTorch training step whose batch needs
-  more than the budget, with PyTorch allocating through RMM under the budget, or from managed memory.
+  more than the budget, with PyTorch allocating through RMM: from a device pool under the budget, from bare
+  managed memory, or from a pool over managed memory that prefetches every allocation (pool and prefetch
+  together, as in ``managed pool + prefetch``).
 
 A budget of 0 means no budget: the same resource without the cap (the reference each mode is compared with).
 Managed memory is never bound by the budget: that is its point, a GPU whose memory is too small borrows host
