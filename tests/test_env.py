@@ -129,3 +129,14 @@ def test_nbval_sanitizer_masks_every_banner_line():
         for section in rules.sections():
             text = re.sub(rules[section]["regex"], rules[section]["replace"], text)
         assert text.splitlines() == ["GPU-LINE", "DRIVER-LINE", "VERSIONS-LINE"], text
+
+
+def test_cuda_runtime_version_is_none_without_cupy_and_read_from_cupy_otherwise(monkeypatch):
+    import sys
+    from types import SimpleNamespace
+
+    monkeypatch.setitem(sys.modules, "cupy", None)  # importing it raises ImportError
+    assert env.cuda_runtime_version() is None
+    fake_runtime = SimpleNamespace(runtimeGetVersion=lambda: 13000)
+    monkeypatch.setitem(sys.modules, "cupy", SimpleNamespace(cuda=SimpleNamespace(runtime=fake_runtime)))
+    assert env.cuda_runtime_version() == "13.0"

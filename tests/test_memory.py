@@ -357,6 +357,19 @@ def test_out_of_memory_inside_a_cap_becomes_an_error_that_names_it():
         raise KeyError("not about memory")
 
 
+def test_managed_bytes_held_counts_through_the_process_resource(monkeypatch):
+    from types import SimpleNamespace
+
+    from support.memory import managed
+
+    monkeypatch.setattr(managed, "_MANAGED", [])
+    assert managed.managed_bytes_held() == 0  # nothing allocated yet: no resource made, no RMM needed
+    counted = SimpleNamespace(allocation_counts=SimpleNamespace(current_bytes=3 * GIB))
+    monkeypatch.setattr(managed, "_MANAGED", [counted])
+    monkeypatch.setattr(managed, "_managed_resource", lambda: counted)  # no RMM on a CPU machine
+    assert managed.managed_bytes_held() == 3 * GIB
+
+
 def test_host_view_is_the_same_bytes_seen_from_numpy():
     from types import SimpleNamespace
 
