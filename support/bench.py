@@ -26,7 +26,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-__all__ = ["Comparison", "Timing", "compare", "format_seconds", "time_cuda", "time_wall"]
+__all__ = [
+    "Comparison",
+    "Timing",
+    "compare",
+    "format_ratio",
+    "format_seconds",
+    "gpu_sleeper",
+    "time_behind_busy_gpu",
+    "time_cuda",
+    "time_wall",
+]
 
 
 def format_seconds(seconds: float) -> str:
@@ -38,6 +48,20 @@ def format_seconds(seconds: float) -> str:
     value = seconds / scale
     digits = 0 if value >= 100 else 1 if value >= 10 else 2
     return f"{value:.{digits}f} {unit}"
+
+
+def format_ratio(ratio: float) -> str:
+    """A ratio with the digits a median of a few repeats can back: ``0.52×``, ``3.7×``, ``27×``, ``727×``,
+    ``32,000×``: two significant figures (three from 100 to 999), as run-to-run noise is a few per cent.
+    """
+    if not ratio > 0:
+        raise ValueError(f"a ratio of durations must be positive, not {ratio}")
+    if ratio >= 1000:
+        digits = len(str(int(ratio))) - 2
+        return f"{round(ratio, -digits):,.0f}×"
+    if ratio >= 10:
+        return f"{ratio:.0f}×"
+    return f"{ratio:.1f}×" if ratio >= 1 else f"{ratio:.2f}×"
 
 
 @dataclass(frozen=True)
@@ -217,6 +241,70 @@ def time_wall(fn: Callable[[], object], *, label: str | None = None, warmup: int
     return _measure(fn, label, warmup, repeat, _WallClock())
 
 
+_SPIN_SOURCE = r"""
+extern "C" __global__ void spin(long long nanoseconds) {
+    long long start, now;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+    do { asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now)); } while (now - start < nanoseconds);
+}
+"""
+
+
+def gpu_sleeper() -> Callable[[float], None]:
+    """A function that queues ``seconds`` of work on CuPy's current stream and returns at once.
+
+    The work is one GPU thread spinning on the GPU's own clock: the GPU is busy, the host is free, as in a
+    pipeline that has queued kernels and moved on. The kernel is compiled and loaded here, before any timing.
+    """
+    import cupy
+
+    spin = cupy.RawKernel(_SPIN_SOURCE, "spin")
+    spin((1,), (1,), (cupy.int64(1000),))
+    cupy.cuda.runtime.deviceSynchronize()
+
+    def queue(seconds: float) -> None:
+        if not 0 < seconds <= 10:
+            raise ValueError(f"queue a positive time of at most 10 s of GPU work, not {seconds} s")
+        spin((1,), (1,), (cupy.int64(int(seconds * 1e9)),))
+
+    return queue
+
+
+def time_behind_busy_gpu(
+    fn: Callable[[], object],
+    *,
+    busy_seconds: float = 0.03,
+    label: str | None = None,
+    warmup: int = 2,
+    repeat: int = 5,
+    queue_work: Callable[[float], None] | None = None,
+    wait_for_gpu: Callable[[], None] | None = None,
+) -> Timing:
+    """Wall-clock time of the host call ``fn`` while ``busy_seconds`` of earlier work is queued on the GPU.
+
+    Before every call the GPU is drained, then :func:`gpu_sleeper` queues the work; the clock runs around
+    ``fn`` alone. A call that returns in microseconds did not wait for the GPU; one that takes about
+    ``busy_seconds`` synchronized with it. ``queue_work`` and ``wait_for_gpu`` stand in for the GPU in tests.
+    """
+    if not 0 < busy_seconds <= 1:
+        raise ValueError(f"keep the GPU busy for a positive time of at most 1 s, not {busy_seconds} s")
+    if wait_for_gpu is None:
+        import cupy
+
+        wait_for_gpu = cupy.cuda.runtime.deviceSynchronize
+    if queue_work is None:
+        queue_work = gpu_sleeper()
+
+    def busy() -> None:
+        wait_for_gpu()
+        queue_work(busy_seconds)
+
+    try:
+        return _measure(fn, label, warmup, repeat, _WallClock(), setup=busy)
+    finally:
+        wait_for_gpu()
+
+
 @dataclass(frozen=True)
 class Comparison:
     """Timings from one run side by side, each with its ratio to the baseline."""
@@ -243,7 +331,7 @@ class Comparison:
                 "max": format_seconds(t.max),
                 "repeats": len(t.samples),
                 "clock": t.clock,
-                f"speed-up vs {self.baseline.label}": f"{self.baseline.median / t.median:.1f}×",
+                f"speed-up vs {self.baseline.label}": format_ratio(self.baseline.median / t.median),
             }
             for t in self.timings
         ]

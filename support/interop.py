@@ -282,7 +282,8 @@ def route(source: str, to: str) -> tuple[str, Callable]:
 
     DLPack where both sides speak it (it carries the stream handshake), the CUDA Array Interface where one side
     speaks only that (Numba, cuDF). Measured exceptions: cuDF cannot read JAX's interface (it has no ``strides``
-    key), so JAX goes to cuDF through a CuPy view.
+    key), so JAX goes to cuDF through a CuPy view. cuDF is asked not to turn NaN into nulls (``nan_as_null=False``):
+    by default it scans a float array for NaN, which waits for the GPU, and masks them, which is no longer a view.
     """
     speaks_dlpack = source in ("cupy", "torch", "jax", "numpy")
     if to == "cudf" and source == "cudf.DataFrame":
@@ -304,10 +305,10 @@ def route(source: str, to: str) -> tuple[str, Callable]:
     if to == "cudf":
         if source == "jax":
             return (
-                "cudf.Series(cupy.from_dlpack(x))",
-                lambda x: _module("cudf").Series(_module("cupy").from_dlpack(x)),
+                "cudf.Series(cupy.from_dlpack(x), nan_as_null=False)",
+                lambda x: _module("cudf").Series(_module("cupy").from_dlpack(x), nan_as_null=False),
             )
-        return "cudf.Series(x)", lambda x: _module("cudf").Series(x)
+        return "cudf.Series(x, nan_as_null=False)", lambda x: _module("cudf").Series(x, nan_as_null=False)
     if to == "numpy":
         return "numpy.from_dlpack(x)", lambda x: _module("numpy").from_dlpack(x)
     if to == "cudf.DataFrame" and source == "cudf":
@@ -358,9 +359,9 @@ def _copy_route(facts: ArrayFacts, to: str) -> tuple[str, Callable]:
     if staged == "numpy" and to in GPU_ONLY:
         onward_text, onward = route("cupy", to) if to != "cupy" else ("(x)", lambda y: y)
         text = f"cupy.asarray({text})"
-        return onward_text.replace("(x)", f"({text})", 1), lambda x: onward(_module("cupy").asarray(stage(x)))
+        return onward_text.replace("(x", f"({text}", 1), lambda x: onward(_module("cupy").asarray(stage(x)))
     onward_text, onward = route(staged, to)
-    return onward_text.replace("(x)", f"({text})", 1), lambda x: onward(stage(x))
+    return onward_text.replace("(x", f"({text}", 1), lambda x: onward(stage(x))
 
 
 def _to_cupy_view(x):

@@ -20,11 +20,6 @@ def random_matrix(side: int, xp=np, seed: int = 0):
     return xp.random.default_rng(seed).random((side, side)) * (2 * np.pi)
 
 
-def trig_identity_holds(xp, x) -> bool:
-    """Whether ``sin(x)**2 + cos(x)**2 == 1`` holds exactly for every element (in floating point it need not)."""
-    return bool((xp.sin(x) ** 2 + xp.cos(x) ** 2 == 1).all())
-
-
 @dataclass
 class Frames:
     """A frame of ``rows`` rows (``x`` a float, ``y`` one of ``groups`` keys) and a lookup table keyed by ``y``."""
@@ -43,13 +38,6 @@ def make_frames(rows: int, groups: int = 1000, *, seed: int = 0, frames=None) ->
     frame = frames.DataFrame({"x": rng.normal(size=rows), "y": rng.integers(0, groups, rows)})
     lookup = frames.DataFrame({"y": np.arange(groups), "weight": rng.random(groups)})
     return Frames(frame, lookup)
-
-
-FRAME_OPERATIONS: dict[str, Callable[[Frames], object]] = {
-    "x.mean()": lambda f: f.frame["x"].mean(),
-    "groupby('y').mean()": lambda f: f.frame.groupby("y").mean(),
-    "merge(on='y')": lambda f: f.frame.merge(f.lookup, on="y"),
-}
 
 
 @dataclass(frozen=True)
@@ -78,14 +66,14 @@ def side_by_side(
 
 def speedup_rows(results: list[SideBySide]) -> list[dict[str, object]]:
     """The table of medians and speed-ups."""
-    from support.bench import format_seconds
+    from support.bench import format_ratio, format_seconds
 
     return [
         {
             "work": r.work,
             "CPU median": format_seconds(r.cpu.median),
             "GPU median": format_seconds(r.gpu.median),
-            "speed-up": f"{r.speedup:.0f}×" if r.speedup >= 10 else f"{r.speedup:.1f}×",
+            "speed-up": format_ratio(r.speedup),
         }
         for r in results
     ]

@@ -5,7 +5,7 @@ import time
 import pytest
 
 from support import env
-from support.bench import Timing, compare, format_seconds, time_cuda, time_wall
+from support.bench import Timing, compare, format_ratio, format_seconds, time_behind_busy_gpu, time_cuda, time_wall
 
 
 @pytest.mark.parametrize(
@@ -142,3 +142,46 @@ def test_compare_html_is_escaped():
 def test_compare_rejects_ambiguous_input(timings, kwargs, error):
     with pytest.raises(error):
         compare(*timings, **kwargs)
+
+
+def test_time_behind_busy_gpu_queues_work_before_every_call_and_times_only_the_call():
+    """A stand-in GPU: the 'work' is a host sleep that the call under test waits for or not."""
+    events = []
+    pending = []
+
+    def queue_work(seconds):
+        events.append(("queue", seconds))
+        pending.append(time.perf_counter() + seconds)
+
+    def wait_for_gpu():
+        events.append(("wait",))
+        while pending:
+            time.sleep(max(0.0, pending.pop() - time.perf_counter()))
+
+    waits = time_behind_busy_gpu(
+        wait_for_gpu, busy_seconds=0.02, warmup=1, repeat=3, queue_work=queue_work, wait_for_gpu=wait_for_gpu
+    )
+    returns = time_behind_busy_gpu(
+        lambda: None, busy_seconds=0.02, warmup=1, repeat=3, queue_work=queue_work, wait_for_gpu=wait_for_gpu
+    )
+    assert waits.median >= 0.015 and returns.median < 0.005
+    assert sum(1 for e in events if e[0] == "queue") == 8  # before every warm-up and repeat
+    assert events[-1] == ("wait",), "the GPU is drained before returning"
+
+
+@pytest.mark.parametrize("busy", [0, -1, 2])
+def test_time_behind_busy_gpu_rejects_an_unreasonable_busy_time(busy):
+    with pytest.raises(ValueError, match="positive time of at most 1 s"):
+        time_behind_busy_gpu(lambda: None, busy_seconds=busy, queue_work=lambda s: None, wait_for_gpu=lambda: None)
+
+
+@pytest.mark.parametrize(
+    ("ratio", "text"), [(0.523, "0.52×"), (3.71, "3.7×"), (27.4, "27×"), (727.1, "727×"), (32185.8, "32,000×")]
+)
+def test_format_ratio_keeps_only_the_digits_a_median_backs(ratio, text):
+    assert format_ratio(ratio) == text
+
+
+def test_format_ratio_rejects_what_is_not_a_ratio_of_durations():
+    with pytest.raises(ValueError, match="must be positive"):
+        format_ratio(0.0)

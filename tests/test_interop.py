@@ -327,6 +327,27 @@ def test_routes_name_a_call_for_every_pair():
         interop.route("cupy", "tensorflow")
 
 
+def test_routes_to_pytorch_never_leave_the_device_to_chance():
+    """``torch.as_tensor(obj)`` without ``device=`` is the call users report silently copying
+    (pytorch/pytorch#54139): every route into PyTorch is DLPack or names the device."""
+    for source in interop.TARGETS:
+        if source != "torch":
+            text, _ = interop.route(source, "torch")
+            assert text == "torch.from_dlpack(x)" or "device='cuda'" in text, text
+
+
+def test_routes_to_cudf_keep_nan_as_values():
+    """cuDF's default scans for NaN (a wait for the GPU) and masks them: the shared view is asked for."""
+    for source in ("cupy", "numba", "torch", "jax"):
+        assert "nan_as_null=False" in interop.route(source, "cudf")[0]
+
+
+def test_a_copy_route_names_the_copy_inside_the_onward_call():
+    facts = gpu_facts(framework="cupy", shape=(4,), strides=(8,), itemsize=4, dtype="float32")
+    text, _ = interop._copy_route(facts, "cudf")
+    assert text == "cudf.Series(cupy.ascontiguousarray(x), nan_as_null=False)"
+
+
 def test_allow_copy_cannot_invent_a_nan_for_integer_nulls():
     with pytest.raises(ZeroCopyError, match="integers have no NaN"):
         interop._copy_route(gpu_facts(framework="cudf", dtype="int64", itemsize=8, null_count=1), "cupy")

@@ -99,11 +99,9 @@ def test_bandwidth_rows_compare_with_copy_and_with_the_layouts_ideal():
 def test_speedup_workloads_on_the_cpu():
     x = speedups.random_matrix(50, np, seed=1)
     assert x.shape == (50, 50) and 0 <= x.min() and x.max() < 2 * np.pi
-    assert speedups.trig_identity_holds(np, np.zeros(4)) is True
     frames = speedups.make_frames(5000, groups=20, seed=2, frames=pandas)
     assert len(frames.frame) == 5000 and len(frames.lookup) == 20
-    grouped = speedups.FRAME_OPERATIONS["groupby('y').mean()"](frames)
-    assert len(grouped) == 20 and len(speedups.FRAME_OPERATIONS["merge(on='y')"](frames)) == 5000
+    assert frames.frame["y"].nunique() == 20 and len(frames.frame.merge(frames.lookup, on="y")) == 5000
     with pytest.raises(ValueError, match="at least one row"):
         speedups.make_frames(0, frames=pandas)
 
@@ -117,7 +115,7 @@ def test_speedup_table_and_figure(tmp_path):
         speedups.SideBySide("fast", _timing("c", 3.0), _timing("d", 0.001)),
     ]
     rows = speedups.speedup_rows(results)
-    assert [row["speed-up"] for row in rows] == ["4.0×", "3000×"]
+    assert [row["speed-up"] for row in rows] == ["4.0×", "3,000×"]
     speedups.speedup_figure(results).savefig(tmp_path / "speedups.png")
     values = {"a": 2e9, "b": 1e9}
     variants = {"a": layouts.Variant("a", "SoA", 1, 1), "b": layouts.Variant("b", "AoS", 4, 1)}
@@ -126,10 +124,11 @@ def test_speedup_table_and_figure(tmp_path):
 
 def test_pipeline_stages_are_the_same_with_and_without_round_trips():
     x = np.random.default_rng(0).normal(size=1000)
-    plain = host_link.run_stages(x, np)
-    assert np.allclose(plain, host_link.run_stages(x, np, round_trip=True))
-    assert [name for name, _ in host_link.stages(np)] == ["standardize", "clip", "signed sqrt", "running sum"]
+    steps = [lambda v: (v - v.mean()) / v.std(), np.cumsum]
+    plain = host_link.run_stages(x, steps)
+    assert np.allclose(plain, np.cumsum((x - x.mean()) / x.std()))
+    assert np.allclose(plain, host_link.run_stages(x, steps, round_trip=True))
     runs = host_link.PipelineRuns(_timing("cpu", 1.0), _timing("gpu", 0.01), _timing("trips", 0.5), 8000, 0.4)
-    assert [row["speed-up over the CPU"] for row in runs.rows()] == ["1.0×", "100.0×", "2.0×"]
+    assert [row["speed-up over the CPU"] for row in runs.rows()] == ["1.0×", "100×", "2.0×"]
     rows = host_link.bandwidth_rows({"host→GPU, pinned": _timing("p", 0.02)}, 2**30)
     assert rows[0]["GB/s"] == round(2**30 / 0.02 / 1e9, 1)

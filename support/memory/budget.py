@@ -12,10 +12,10 @@ set once per process (``python -m support.memory.budget MODE --budget-bytes N``)
 - ``managed``, ``managed pool`` and ``managed pool + prefetch``: managed memory behind
   :func:`guarded_managed_resource` instead of the budget, bare, under an RMM pool, and under a pool that
   prefetches every allocation to the GPU (``PrefetchResourceAdaptor``, what cudf.pandas uses by default);
-- ``torch pool``, ``torch managed`` and ``torch managed + prefetch``: one PyTorch training step whose batch needs
-  more than the budget, with PyTorch allocating through RMM: from a device pool under the budget, from bare
-  managed memory, or from a pool over managed memory that prefetches every allocation (pool and prefetch
-  together, as in ``managed pool + prefetch``).
+- ``torch pool``, ``torch managed``, ``torch managed pool`` and ``torch managed pool + prefetch``: one PyTorch
+  training step whose batch needs more than the budget, with PyTorch allocating through RMM: from a device pool
+  under the budget, from bare managed memory, from a pool over managed memory, or from such a pool that also
+  prefetches every allocation, so that the pool's share and the prefetch's share can be told apart.
 
 A budget of 0 means no budget: the same resource without the cap (the reference each mode is compared with).
 Managed memory is never bound by the budget: that is its point, a GPU whose memory is too small borrows host
@@ -42,7 +42,8 @@ MODES = (
     "managed pool + prefetch",
     "torch pool",
     "torch managed",
-    "torch managed + prefetch",
+    "torch managed pool",
+    "torch managed pool + prefetch",
 )
 
 
@@ -105,7 +106,7 @@ def _set_resource(mode: str, budget: int):
 
     if "managed" in mode:
         base = guarded_managed_resource()
-        if mode != "torch managed" and mode != "managed":
+        if mode not in ("torch managed", "managed"):  # the bare resource, or a pool over it
             base = rmm.mr.PoolMemoryResource(base, initial_pool_size=256 * 2**20)
         if mode.endswith("+ prefetch"):
             base = rmm.mr.PrefetchResourceAdaptor(base)

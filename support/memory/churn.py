@@ -34,6 +34,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
+from support.bench import gpu_sleeper
 from support.memory.sizes import GIB, KIB, MIB
 
 SPREADS = ("uniform", "log-uniform")
@@ -156,15 +157,6 @@ def _torch_caching() -> Allocator:
     )
 
 
-_SPIN_SOURCE = r"""
-extern "C" __global__ void spin(long long nanoseconds) {
-    long long start, now;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
-    do { asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now)); } while (now - start < nanoseconds);
-}
-"""
-
-
 def time_free_behind_busy_gpu(kind: str, busy_seconds: float = 0.02) -> float:
     """Seconds the host spends freeing 1 MiB while the GPU is busy for ``busy_seconds`` with earlier work.
 
@@ -177,12 +169,11 @@ def time_free_behind_busy_gpu(kind: str, busy_seconds: float = 0.02) -> float:
 
     if not 0 < busy_seconds <= 1:
         raise ValueError(f"keep the GPU busy for a positive time of at most 1 s, not {busy_seconds}")
-    spin = cupy.RawKernel(_SPIN_SOURCE, "spin")
-    spin((1,), (1,), (cupy.int64(1000),))  # compile and load it before timing
+    queue_work = gpu_sleeper()  # compiled and loaded before timing
     resource = make_resource(kind, pool_size=64 * MIB)
     pointer = resource.allocate(MIB)
     cupy.cuda.runtime.deviceSynchronize()
-    spin((1,), (1,), (cupy.int64(int(busy_seconds * 1e9)),))
+    queue_work(busy_seconds)
     start = time.perf_counter()
     resource.deallocate(pointer, MIB)
     elapsed = time.perf_counter() - start
@@ -206,11 +197,8 @@ def _gpu_work(busy_us: int) -> tuple[Callable[[], None], Callable[[], None]]:
     """A launcher that queues ``busy_us`` microseconds of GPU work, and a wait for the GPU."""
     import cupy
 
-    spin = cupy.RawKernel(_SPIN_SOURCE, "spin")
-    nanoseconds = cupy.int64(busy_us * 1000)
-    spin((1,), (1,), (cupy.int64(1000),))  # compile and load it before any timing
-    cupy.cuda.runtime.deviceSynchronize()
-    return (lambda: spin((1,), (1,), (nanoseconds,))), cupy.cuda.runtime.deviceSynchronize
+    queue_work = gpu_sleeper()  # compiled and loaded before any timing
+    return (lambda: queue_work(busy_us / 1e6)), cupy.cuda.runtime.deviceSynchronize
 
 
 class Churn:
