@@ -34,6 +34,7 @@ __all__ = [
     "aligned_host_array",
     "describe_stream",
     "handoff_outcome",
+    "outcome",
     "refusal",
     "PROTOCOL_ATTRIBUTES",
     "StreamRecorder",
@@ -570,17 +571,29 @@ def describe_stream(value) -> str:
     return "a stream handle: the consumer's own stream"
 
 
-def handoff_outcome(obj, to: str) -> str:
-    """What the recommended call from :func:`route` actually does with ``obj``: ``shared``, ``copy to DTYPE``,
-    or ``fails: ERROR``. Measured, so it can be checked against :func:`obstacle`."""
-    _, call = route(framework_of(obj), to)
+def outcome(call: Callable[[], object], source, *, with_dtype: bool = False) -> str:
+    """What ``call()`` made of ``source``: ``shared``, ``copy to DTYPE``, or ``fails: ERROR``.
+
+    ERROR is the exception's class: the libraries raise many kinds, and the name is what a reader needs.
+    ``with_dtype`` also says what dtype memory was shared as (``shared as bfloat16``, ``shared as |V2``).
+    Sharing is judged by the first element's address alone, so dtypes that :func:`describe` does not know
+    (bfloat16 seen through the CUDA Array Interface) can be judged too.
+    """
     try:
-        result = call(obj)
+        result = call()
     except Exception as error:  # the libraries raise many kinds; the name is what the reader needs
         return f"fails: {type(error).__name__}"
-    if same_memory(result, obj):
-        return "shared"
-    return f"copy to {describe(result).dtype}"
+    dtype = str(result.dtype).removeprefix("torch.")
+    if device_pointer(result) == device_pointer(source):
+        return f"shared as {dtype}" if with_dtype else "shared"
+    return f"copy to {dtype}"
+
+
+def handoff_outcome(obj, to: str) -> str:
+    """What the recommended call from :func:`route` actually does with ``obj`` (see :func:`outcome`). Measured,
+    so it can be checked against :func:`obstacle`."""
+    _, call = route(framework_of(obj), to)
+    return outcome(lambda: call(obj), obj)
 
 
 def aligned_host_array(count: int, dtype="float32", alignment: int = JAX_ALIGNMENT):

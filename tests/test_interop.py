@@ -317,6 +317,15 @@ def test_handoff_outcome_reports_shared_copied_or_failed(monkeypatch):
     assert interop.handoff_outcome(aligned(4), "torch") == "fails: ZeroDivisionError"
 
 
+def test_outcome_names_shared_copied_or_failed_with_the_dtype_when_asked():
+    host = aligned(4)
+    assert interop.outcome(lambda: torch.from_numpy(host), host) == "shared"
+    assert interop.outcome(lambda: torch.from_numpy(host), host, with_dtype=True) == "shared as float32"
+    assert interop.outcome(lambda: torch.from_numpy(host.astype(np.float64)), host) == "copy to float64"
+    assert interop.outcome(lambda: host.view(np.uint16), host, with_dtype=True) == "shared as uint16"
+    assert interop.outcome(lambda: np.from_dlpack(object()), host) == "fails: AttributeError"
+
+
 def test_routes_name_a_call_for_every_pair():
     for source in interop.TARGETS:
         for target in interop.TARGETS:

@@ -391,3 +391,13 @@ def test_host_view_is_the_same_bytes_seen_from_numpy():
     strided = SimpleNamespace(flags=backing[::2].flags)
     with pytest.raises(ValueError, match="contiguous"):
         managed.host_view(strided)
+
+
+def test_the_budgeted_workload_exposes_no_column_to_another_library():
+    """Chapter 5 says spilling failed at low budgets for the size of one operation, not because a column was
+    exposed (handed to CuPy or DLPack, which cuDF can never spill again): the workload must stay in cuDF."""
+    from pathlib import Path
+
+    source = Path(workload.__file__).read_text(encoding="utf-8")
+    for handoff in (".values", "to_cupy", "__cuda_array_interface__", "dlpack", "as_tensor", "asarray"):
+        assert handoff not in source, f"support/memory/workload.py hands a column out with {handoff}"
