@@ -4,8 +4,9 @@ memory behind a guard.
 One idea per module:
 
 - :mod:`~support.memory.pools`: one pool for cuDF, CuPy, Numba and PyTorch (:func:`use_one_pool`), resources by
-  name, timing work under each, pool sizing and fragmentation;
+  name, timing work under each, pool sizing;
 - :mod:`~support.memory.churn`: what one allocation costs, seen from Python;
+- :mod:`~support.memory.fragmentation`: the largest request that fits once a churn has left holes, per allocator;
 - :mod:`~support.memory.observe`: peak per stage, an allocation log, a leak check;
 - :mod:`~support.memory.limits`: caps on memory, with errors that name the cap;
 - :mod:`~support.memory.workload`: a data-frame workload with many temporaries;

@@ -247,56 +247,6 @@ def time_under_resources(work: Callable[[], object], kinds=RESOURCE_KINDS, *, po
     return compare(*(Timing(kind, tuple(times), one.clock) for kind, times in samples.items()))
 
 
-@dataclass(frozen=True)
-class Fragmentation:
-    """A pool that has free memory, but not in one piece."""
-
-    pool_bytes: int
-    block_bytes: int
-    blocks_that_fit: int
-    free_bytes: int
-    request_bytes: int
-    request_fitted: bool
-    error: str
-
-    def __str__(self) -> str:
-        outcome = "fitted" if self.request_fitted else f"failed ({self.error})"
-        return (
-            f"a {describe_bytes(self.pool_bytes)} pool held {self.blocks_that_fit} blocks of "
-            f"{describe_bytes(self.block_bytes)}; after freeing every other one it had "
-            f"{describe_bytes(self.free_bytes)} free, and a request for {describe_bytes(self.request_bytes)} {outcome}"
-        )
-
-
-def show_fragmentation(pool_bytes: int = 64 * MIB, block_bytes: int = MIB) -> Fragmentation:
-    """Fill a fixed-size RMM pool with blocks, free every other one, then ask for two blocks' worth at once."""
-    import rmm
-
-    if block_bytes <= 0 or pool_bytes < 4 * block_bytes:
-        raise ValueError("the pool must hold at least four blocks of positive size")
-    pool = rmm.mr.PoolMemoryResource(
-        rmm.mr.CudaMemoryResource(), initial_pool_size=pool_bytes, maximum_pool_size=pool_bytes
-    )
-    blocks = []
-    with contextlib.suppress(MemoryError):
-        while True:
-            blocks.append(pool.allocate(block_bytes))
-    for pointer in blocks[::2]:
-        pool.deallocate(pointer, block_bytes)
-    kept = blocks[1::2]
-    request = 2 * block_bytes
-    error = ""
-    try:
-        pool.deallocate(pool.allocate(request), request)
-    except MemoryError as exc:
-        error = summarize_error(str(exc))
-    for pointer in kept:
-        pool.deallocate(pointer, block_bytes)
-    return Fragmentation(
-        pool_bytes, block_bytes, len(blocks), (len(blocks) - len(kept)) * block_bytes, request, not error, error
-    )
-
-
 def summarize_error(message: str) -> str:
     """The part of a library's error message a reader needs: its first line, and of a long one (RMM's start with
     the source file and line) only the last ``: ``-separated clause.
