@@ -9,6 +9,10 @@
 #   make test-gpu    the same in your GPU environment (PYTHON, default python3); fails instead of skipping GPU notebooks
 #   make execute     on a GPU host: execute notebooks in place (NOTEBOOKS=..., default all chapters)
 #   make lint        ruff over support/, tests/ and the notebooks (notebook code within 88 columns)
+#   make doctor      on a GPU server: can this machine run the book? one line per check, exit 1 on a blocker
+#   make gpu-env     on a GPU server: create .venv-gpu with the pip `gpu` extra (Linux x86_64, CUDA 13 driver)
+#   make resolve-gpu from any machine: pip's resolver for the `gpu` extra (CPython 3.12, manylinux), installs nothing
+#   make test-gpu-16gb  make test-gpu on a GPU shrunk to 16 GB per process with CUDA MPS (a GPU of your own)
 
 SHELL := bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -33,7 +37,7 @@ NOTEBOOKS ?= $(sort $(wildcard chapters/*.ipynb))
 PYTEST_ARGS ?=
 PIP := $(VENV)/bin/python -m pip install --quiet --disable-pip-version-check
 
-.PHONY: help book test test-gpu execute lint clean
+.PHONY: help book test test-gpu test-gpu-16gb execute lint clean doctor gpu-env resolve-gpu
 
 help:
 	@sed -n 's/^#   //p' Makefile
@@ -58,6 +62,19 @@ test: $(TEST_DEPS)
 
 test-gpu:
 	$(MAKE) test PYTHON=$(or $(strip $(PYTHON)),python3) PYTEST_ARGS="--require-gpu $(PYTEST_ARGS)"
+
+test-gpu-16gb:
+	$(or $(strip $(PYTHON)),python3) -m support.gpu_share --limit 16G -- $(MAKE) test-gpu
+
+doctor:
+	$(or $(strip $(PYTHON)),python3) -m support.doctor
+
+gpu-env:
+	python3 -m venv .venv-gpu
+	.venv-gpu/bin/python -m pip install --quiet --disable-pip-version-check -e '.[gpu,test]'
+
+resolve-gpu:
+	$(or $(strip $(PYTHON)),python3) -m support.resolve
 
 execute:
 	$(or $(strip $(PYTHON)),python3) -m support.book execute $(NOTEBOOKS)

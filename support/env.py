@@ -195,25 +195,43 @@ def _probe_once() -> GpuProbe:
     return probe_gpus()
 
 
-def require_gpu(min_memory_gib: float | None = None) -> Gpu:
+def memory_needed_gib(chapter: str, groups=None) -> float | None:
+    """GiB of GPU memory ``chapter`` needs: its largest peak in the recorded runs (``runs/chapter_runs.json``) plus
+    a quarter, rounded up to a whole GiB; None when it was never measured."""
+    from support import runs
+
+    peak = runs.peak_needed(chapter, groups)
+    if peak is None:
+        return None
+    return float(-(-(peak * 1.25) // GIB))
+
+
+def require_gpu(min_memory_gib: float | None = None, *, chapter: str | None = None) -> Gpu:
     """Return GPU 0, or raise :class:`GpuUnavailableError` saying why there is none and what to do.
 
     Parameters
     ----------
     min_memory_gib
         If given, GPU 0 must have at least this much memory (total, in GiB).
+    chapter
+        A chapter's notebook name (``"04_memory_pools"``): the memory it needs is read from its measured runs
+        (:func:`memory_needed_gib`) when ``min_memory_gib`` is not given.
     """
     probe = _probe_once()
     if not probe.available:
         raise GpuUnavailableError(
             f"This needs a CUDA GPU, and none is usable: {probe.problem}. Run it on a machine with an NVIDIA GPU "
-            "and the book's conda environment (environment.yml); the published outputs are in the built book."
+            "and the book's environment (the gpu extra, or environment.yml); the published outputs are in the "
+            "built book."
         )
     gpu = probe.gpus[0]
+    if min_memory_gib is None and chapter is not None:
+        min_memory_gib = memory_needed_gib(chapter)
     if min_memory_gib is not None and gpu.memory_gib < min_memory_gib:
+        what = f"Chapter {chapter}" if chapter else "This"
         raise GpuUnavailableError(
-            f"This needs a GPU with at least {min_memory_gib:g} GiB of memory; "
-            f"GPU 0 ({gpu.name}) has {gpu.memory_gib:.1f} GiB."
+            f"{what} needs a GPU with at least {min_memory_gib:g} GiB of memory (its measured peak plus a quarter); "
+            f"GPU 0 ({gpu.name}) has {gpu.memory_gib:.1f} GiB. Read the published outputs in the built book instead."
         )
     return gpu
 

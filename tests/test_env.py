@@ -140,3 +140,24 @@ def test_cuda_runtime_version_is_none_without_cupy_and_read_from_cupy_otherwise(
     fake_runtime = SimpleNamespace(runtimeGetVersion=lambda: 13000)
     monkeypatch.setitem(sys.modules, "cupy", SimpleNamespace(cuda=SimpleNamespace(runtime=fake_runtime)))
     assert env.cuda_runtime_version() == "13.0"
+
+
+def test_require_gpu_reads_a_chapters_need_from_its_measured_runs(monkeypatch):
+    from support import runs
+
+    small = Gpu(0, "NVIDIA T4", 15 * 2**30, (7, 5), 40)
+    monkeypatch.setattr(env, "_probe_once", lambda: GpuProbe(gpus=(small,), cuda_version="13.0"))
+    measured = [
+        runs.RunGroup(
+            "H100", "execute", False, 10.0, 0, [runs.ChapterRun("chapters/04_x.ipynb", 5.0, 14 * 2**30, True)]
+        ),
+        runs.RunGroup(
+            "4 at once", "nbval", True, 9.0, 40 * 2**30, [runs.ChapterRun("chapters/05_y.ipynb", 5, None, True)]
+        ),
+    ]
+    monkeypatch.setattr(runs, "load", lambda: measured)
+    assert env.memory_needed_gib("04_x") == 18.0  # 14 GiB × 1.25 = 17.5, rounded up
+    assert env.memory_needed_gib("05_y") is None  # only measured in a parallel group: no peak of its own
+    with pytest.raises(GpuUnavailableError, match="Chapter 04_x needs .* at least 18 GiB .*NVIDIA T4.*15.0 GiB"):
+        env.require_gpu(chapter="04_x")
+    assert env.require_gpu(chapter="05_y") == small  # never measured: nothing to check

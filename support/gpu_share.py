@@ -1,0 +1,105 @@
+"""Run a command on a GPU shrunk to a smaller one: CUDA MPS with a per-client memory limit, always stopped after.
+
+    python -m support.gpu_share --limit 16G -- make test-gpu
+
+starts the MPS control daemon (``nvidia-cuda-mps-control -d``), sets the default pinned device-memory limit of
+every client on GPU 0 (``set_default_device_pinned_mem_limit 0 16G``), runs the command, and stops MPS
+(``quit``) whatever happens: when the command fails, raises, or is interrupted (Ctrl-C, SIGTERM). Every CUDA
+process started meanwhile is a client: it sees the limit as its free memory and cannot allocate more, which is
+how a 16 GB GPU looks to the book, and how several workshop participants can share one GPU without one of them
+taking it all. Use it on a GPU of your own: MPS changes how every process on that GPU runs while it is on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shutil
+import signal
+import subprocess
+import sys
+from collections.abc import Sequence
+
+CONTROL = "nvidia-cuda-mps-control"
+LIMIT_PATTERN = re.compile(r"\d+(\.\d+)?[MG]")
+
+
+class GpuShareError(RuntimeError):
+    """MPS could not be started as asked: the message says why."""
+
+
+def check_limit(limit: str) -> str:
+    """A limit as MPS reads it, such as ``16G`` or ``8192M``.
+
+    >>> check_limit("16G")
+    '16G'
+    >>> check_limit("16GB")
+    Traceback (most recent call last):
+    ...
+    support.gpu_share.GpuShareError: a memory limit is a number and M or G, such as 16G or 8192M, not '16GB'
+    """
+    if not LIMIT_PATTERN.fullmatch(limit):
+        raise GpuShareError(f"a memory limit is a number and M or G, such as 16G or 8192M, not {limit!r}")
+    return limit
+
+
+def _control(control: str, command: str | None = None, *, timeout: float = 30) -> subprocess.CompletedProcess:
+    if command is None:
+        return subprocess.run([control, "-d"], capture_output=True, text=True, timeout=timeout)
+    return subprocess.run([control], input=command + "\n", capture_output=True, text=True, timeout=timeout)
+
+
+def mps_running(control: str = CONTROL) -> bool:
+    """Whether an MPS control daemon answers already (``get_server_list`` succeeds only then)."""
+    return _control(control, "get_server_list").returncode == 0
+
+
+def run_with_limit(command: Sequence[str], limit: str, *, device: int = 0, control: str = CONTROL) -> int:
+    """Start MPS with ``limit`` per client on ``device``, run ``command``, stop MPS; return the command's status."""
+    check_limit(limit)
+    if not command:
+        raise GpuShareError("give the command to run after --, e.g. -- make test-gpu")
+    found = shutil.which(control)
+    if found is None:
+        raise GpuShareError(f"{control} is not on PATH: MPS comes with the NVIDIA driver on Linux")
+    if mps_running(found):
+        raise GpuShareError(
+            "an MPS control daemon already runs on this machine; stop it (echo quit | nvidia-cuda-mps-control) or run "
+            "the command without gpu_share"
+        )
+    started = _control(found)
+    if started.returncode != 0:
+        raise GpuShareError(f"could not start MPS: {(started.stderr or started.stdout).strip()}")
+
+    def stop_on_signal(signum, frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    previous = signal.signal(signal.SIGTERM, stop_on_signal)
+    try:
+        limited = _control(found, f"set_default_device_pinned_mem_limit {device} {limit}")
+        if limited.returncode != 0:
+            raise GpuShareError(f"MPS refused the limit {limit}: {(limited.stderr or limited.stdout).strip()}")
+        print(f"gpu_share: MPS on, each client limited to {limit} on GPU {device}: {' '.join(command)}", flush=True)
+        return subprocess.run(list(command)).returncode
+    finally:
+        _control(found, "quit")
+        signal.signal(signal.SIGTERM, previous)
+        print("gpu_share: MPS stopped", flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m support.gpu_share", description=__doc__.split("\n")[0])
+    parser.add_argument("--limit", required=True, help="device memory per client, e.g. 16G")
+    parser.add_argument("--device", type=int, default=0)
+    parser.add_argument("command", nargs=argparse.REMAINDER, help="-- then the command to run")
+    args = parser.parse_args(argv)
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    try:
+        return run_with_limit(command, args.limit, device=args.device)
+    except GpuShareError as error:
+        print(f"gpu_share: {error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,301 @@
+"""Measured runs of the chapters: how long each takes and how much GPU memory it needs, on each GPU setup.
+
+``python -m support.runs measure --label "H100 80GB" --mode execute chapters/*.ipynb`` runs each notebook in
+its own process (``execute``: ``python -m support.book execute``, which rewrites it with fresh outputs;
+``nbval``: ``pytest --nbval`` against the committed outputs) while a thread samples the GPU's memory in use
+(``nvidia-smi``, 5 times a second). Each run is recorded in :data:`RUNS_FILE`: wall time, the peak of memory in
+use above what was in use when it started (the notebook's kernel and every process it starts), and whether it
+passed. ``--parallel`` starts all the notebooks at once (several readers on one GPU) and records the wall time of
+the whole group; the peak then belongs to the group, not to one chapter.
+
+``python -m support.runs readme`` writes the table of :func:`runs_table` into README.md between its markers;
+a test checks that the committed table is the one the committed JSON gives.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+RUNS_FILE = PROJECT_ROOT / "runs" / "chapter_runs.json"
+README = PROJECT_ROOT / "README.md"
+TABLE_START, TABLE_END = "<!-- chapter-runs: start -->", "<!-- chapter-runs: end -->"
+MIB = 2**20
+GIB = 2**30
+
+
+@dataclass(frozen=True)
+class ChapterRun:
+    """One notebook's run: seconds of wall time, peak GPU memory above the start (None in a parallel group)."""
+
+    notebook: str
+    seconds: float
+    peak_bytes: int | None
+    passed: bool
+    summary: str = ""
+
+
+@dataclass(frozen=True)
+class RunGroup:
+    """The chapters run under one setup (``label``), one after another or all at once."""
+
+    label: str
+    mode: str
+    parallel: bool
+    wall_seconds: float
+    peak_bytes: int
+    chapters: list[ChapterRun] = field(default_factory=list)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> RunGroup:
+        chapters = [ChapterRun(**chapter) for chapter in data.get("chapters", [])]
+        return cls(**{**data, "chapters": chapters})
+
+
+class MemorySampler:
+    """Samples memory in use on GPU 0 in a background thread; :attr:`peak` is the largest sample."""
+
+    def __init__(self, read: Callable[[], int | None], interval: float = 0.2):
+        self.read, self.interval = read, interval
+        self.start_value = read() or 0
+        self.peak = self.start_value
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            value = self.read()
+            if value is not None:
+                self.peak = max(self.peak, value)
+            self._stop.wait(self.interval)
+
+    def __enter__(self) -> MemorySampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    @property
+    def peak_above_start(self) -> int:
+        return max(self.peak - self.start_value, 0)
+
+
+def gpu_memory_used() -> int | None:
+    """Bytes in use on GPU 0, as ``nvidia-smi`` reports them (None when it cannot answer)."""
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--id=0", "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout
+        return int(out.strip().splitlines()[0]) * MIB
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+        return None
+
+
+def command_for(mode: str, notebook: str, python: str = sys.executable) -> list[str]:
+    """The command that runs ``notebook`` in ``mode`` (``execute`` or ``nbval``).
+
+    >>> command_for("nbval", "chapters/01_why_gpus.ipynb", "python")[:4]
+    ['python', '-m', 'pytest', '--require-gpu']
+    >>> command_for("execute", "chapters/01_why_gpus.ipynb", "python")
+    ['python', '-m', 'support.book', 'execute', 'chapters/01_why_gpus.ipynb']
+    """
+    if mode == "execute":
+        return [python, "-m", "support.book", "execute", notebook]
+    if mode == "nbval":
+        return [python, "-m", "pytest", "--require-gpu", "-q", "-p", "no:cacheprovider", notebook]
+    raise ValueError(f"unknown mode {mode!r}; choose execute or nbval")
+
+
+def _summary(output: str) -> str:
+    lines = [line.strip() for line in output.strip().splitlines() if line.strip()]
+    return lines[-1][-200:] if lines else ""
+
+
+def _run_together(notebooks: Sequence[str], commands: Sequence[list[str]], log) -> list[ChapterRun]:
+    """Start every command at once; each chapter's time is from the common start to its own end."""
+    import tempfile
+
+    begun = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="runs-") as scratch:
+        logs = [Path(scratch) / f"{index}.log" for index in range(len(commands))]
+        processes = []
+        for command, path in zip(commands, logs, strict=True):
+            with path.open("w") as out:
+                processes.append(
+                    subprocess.Popen(command, cwd=PROJECT_ROOT, stdout=out, stderr=subprocess.STDOUT, text=True)
+                )
+        ended: dict[int, float] = {}
+        while len(ended) < len(processes):
+            for index, process in enumerate(processes):
+                if index not in ended and process.poll() is not None:
+                    ended[index] = time.perf_counter() - begun
+            time.sleep(0.2)
+        chapters = []
+        for index, (notebook, process) in enumerate(zip(notebooks, processes, strict=True)):
+            run = ChapterRun(notebook, ended[index], None, process.returncode == 0, _summary(logs[index].read_text()))
+            chapters.append(run)
+            log(f"{notebook}: {run.seconds:.0f} s, {'passed' if run.passed else 'FAILED'} · {run.summary}")
+    return chapters
+
+
+def measure(
+    notebooks: Sequence[str], label: str, mode: str, *, parallel: bool = False, read=gpu_memory_used, log=print
+) -> RunGroup:
+    """Run ``notebooks`` under the current GPU setup and return what was measured (see the module docstring)."""
+    commands = [command_for(mode, notebook) for notebook in notebooks]
+    chapters: list[ChapterRun] = []
+    started = time.perf_counter()
+    with MemorySampler(read) as group_memory:
+        if parallel:
+            chapters = _run_together(notebooks, commands, log)
+        else:
+            for notebook, command in zip(notebooks, commands, strict=True):
+                begun = time.perf_counter()
+                with MemorySampler(read) as memory:
+                    done = subprocess.run(
+                        command, cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+                    )
+                run = ChapterRun(
+                    notebook,
+                    time.perf_counter() - begun,
+                    memory.peak_above_start,
+                    done.returncode == 0,
+                    _summary(done.stdout),
+                )
+                chapters.append(run)
+                log(
+                    f"{notebook}: {run.seconds:.0f} s, peak {run.peak_bytes / GIB:.2f} GiB, "
+                    f"{'passed' if run.passed else 'FAILED'} · {run.summary}"
+                )
+    return RunGroup(label, mode, parallel, time.perf_counter() - started, group_memory.peak_above_start, chapters)
+
+
+def load(path: Path = RUNS_FILE) -> list[RunGroup]:
+    if not path.exists():
+        return []
+    return [RunGroup.from_dict(group) for group in json.loads(path.read_text())["runs"]]
+
+
+def save(groups: Sequence[RunGroup], path: Path = RUNS_FILE) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"runs": [asdict(group) for group in groups]}, indent=1) + "\n")
+
+
+def record(group: RunGroup, path: Path = RUNS_FILE) -> None:
+    """Add ``group`` to the runs file. A one-at-a-time group of the same label and mode as an earlier one is merged
+    into it (its chapters replace the same chapters there), so a long series can be measured in several calls; a
+    parallel group replaces the earlier one."""
+    key = (group.label, group.mode, group.parallel)
+    groups = load(path)
+    earlier = next((g for g in groups if (g.label, g.mode, g.parallel) == key), None)
+    if earlier is not None and not group.parallel:
+        names = {chapter_name(c.notebook) for c in group.chapters}
+        chapters = [c for c in earlier.chapters if chapter_name(c.notebook) not in names] + list(group.chapters)
+        chapters.sort(key=lambda c: chapter_name(c.notebook))
+        group = RunGroup(
+            group.label,
+            group.mode,
+            False,
+            sum(c.seconds for c in chapters),
+            max(c.peak_bytes or 0 for c in chapters),
+            chapters,
+        )
+    save([group if (g.label, g.mode, g.parallel) == key else g for g in groups] if earlier else [*groups, group], path)
+
+
+def chapter_name(notebook: str) -> str:
+    return Path(notebook).stem
+
+
+def peak_needed(notebook: str, groups: Sequence[RunGroup] | None = None) -> int | None:
+    """The largest peak measured for ``notebook`` in any one-at-a-time run, or None if it was never measured."""
+    groups = load() if groups is None else groups
+    peaks = [
+        chapter.peak_bytes
+        for group in groups
+        if not group.parallel
+        for chapter in group.chapters
+        if chapter_name(chapter.notebook) == chapter_name(notebook) and chapter.peak_bytes is not None
+    ]
+    return max(peaks) if peaks else None
+
+
+def runs_table(groups: Sequence[RunGroup]) -> str:
+    """A Markdown table: one row per chapter, run time and peak GPU memory under each one-at-a-time setup, then
+    one line per parallel group."""
+    sequential = [g for g in groups if not g.parallel]
+    names = []
+    for group in sequential:
+        for chapter in group.chapters:
+            if chapter_name(chapter.notebook) not in names:
+                names.append(chapter_name(chapter.notebook))
+    header = ["chapter"] + [
+        f"{what} ({group.label}, {group.mode})" for group in sequential for what in ("time", "peak")
+    ]
+    lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
+    for name in sorted(names):
+        cells = [name]
+        for group in sequential:
+            found = next((c for c in group.chapters if chapter_name(c.notebook) == name), None)
+            if found is None:
+                cells += ["", ""]
+                continue
+            mark = "" if found.passed else " (failed)"
+            cells += [f"{found.seconds:.0f} s{mark}", f"{(found.peak_bytes or 0) / GIB:.1f} GiB"]
+        lines.append("| " + " | ".join(cells) + " |")
+    for group in groups:
+        if group.parallel:
+            passed = sum(c.passed for c in group.chapters)
+            lines.append(
+                f"\n{len(group.chapters)} chapters at once ({group.label}, {group.mode}): {passed} passed, "
+                f"{group.wall_seconds:.0f} s in all, peak {group.peak_bytes / GIB:.1f} GiB on the GPU together"
+            )
+    return "\n".join(lines)
+
+
+def readme_with_table(readme: str, table: str) -> str:
+    """``readme`` with the text between its two markers replaced by ``table``."""
+    if TABLE_START not in readme or TABLE_END not in readme:
+        raise ValueError(f"README.md has no {TABLE_START} … {TABLE_END} markers")
+    before, rest = readme.split(TABLE_START, 1)
+    _, after = rest.split(TABLE_END, 1)
+    return f"{before}{TABLE_START}\n{table}\n{TABLE_END}{after}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m support.runs", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="action", required=True)
+    run = sub.add_parser("measure", help="run notebooks and record time and peak GPU memory")
+    run.add_argument("--label", required=True, help='the GPU setup, e.g. "H100 80GB" or "16 GB MPS limit"')
+    run.add_argument("--mode", choices=("execute", "nbval"), default="nbval")
+    run.add_argument("--parallel", action="store_true", help="start all notebooks at once")
+    run.add_argument("notebooks", nargs="+")
+    sub.add_parser("readme", help="write the table of recorded runs into README.md")
+    args = parser.parse_args(argv)
+    if args.action == "readme":
+        README.write_text(readme_with_table(README.read_text(), runs_table(load())))
+        return 0
+    group = measure(args.notebooks, args.label, args.mode, parallel=args.parallel)
+    record(group)
+    print(
+        f"{args.label}: {sum(c.passed for c in group.chapters)}/{len(group.chapters)} passed in "
+        f"{group.wall_seconds:.0f} s"
+    )
+    return 0 if all(c.passed for c in group.chapters) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,85 @@
+"""support.gpu_share on the CPU: a stand-in nvidia-cuda-mps-control records what it is asked; MPS must be stopped
+on every path (success, failure, an exception) and never started twice."""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+
+from support import gpu_share
+
+FAKE_CONTROL = """#!/bin/sh
+# records each call; "get_server_list" succeeds only while the daemon "runs"
+state="$(dirname "$0")/running"
+if [ "$1" = "-d" ]; then echo "start" >> "$LOG"; touch "$state"; exit 0; fi
+read line
+echo "$line" >> "$LOG"
+case "$line" in
+  get_server_list) [ -f "$state" ] && exit 0 || exit 1 ;;
+  quit) rm -f "$state" ;;
+esac
+exit 0
+"""
+
+
+@pytest.fixture
+def control(tmp_path, monkeypatch) -> Path:
+    path = tmp_path / "nvidia-cuda-mps-control"
+    path.write_text(FAKE_CONTROL)
+    path.chmod(path.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("LOG", str(tmp_path / "calls.log"))
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    return path
+
+
+def calls(control: Path) -> list[str]:
+    return (control.parent / "calls.log").read_text().split("\n")[:-1]
+
+
+def test_the_command_runs_under_the_limit_and_mps_stops(control):
+    status = gpu_share.run_with_limit([sys.executable, "-c", "print('work')"], "16G")
+    assert status == 0
+    assert calls(control) == ["get_server_list", "start", "set_default_device_pinned_mem_limit 0 16G", "quit"]
+
+
+def test_a_failing_command_returns_its_status_and_mps_still_stops(control):
+    assert gpu_share.run_with_limit([sys.executable, "-c", "raise SystemExit(3)"], "8192M", device=0) == 3
+    assert calls(control)[-1] == "quit"
+
+
+def test_an_interruption_still_stops_mps(control, monkeypatch):
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    real_run = gpu_share.subprocess.run
+
+    def run(command, *args, **kwargs):
+        if command[0] == sys.executable:
+            interrupted()
+        return real_run(command, *args, **kwargs)
+
+    monkeypatch.setattr(gpu_share.subprocess, "run", run)
+    with pytest.raises(KeyboardInterrupt):
+        gpu_share.run_with_limit([sys.executable, "-c", "pass"], "16G")
+    assert calls(control)[-1] == "quit"
+
+
+def test_mps_already_running_is_refused_and_left_alone(control):
+    (control.parent / "running").touch()
+    with pytest.raises(gpu_share.GpuShareError, match="already runs"):
+        gpu_share.run_with_limit([sys.executable, "-c", "pass"], "16G")
+    assert calls(control) == ["get_server_list"]
+
+
+def test_bad_arguments_are_named_before_anything_starts(monkeypatch, capsys):
+    with pytest.raises(gpu_share.GpuShareError, match="not '16GB'"):
+        gpu_share.run_with_limit(["true"], "16GB")
+    with pytest.raises(gpu_share.GpuShareError, match="give the command"):
+        gpu_share.run_with_limit([], "16G")
+    monkeypatch.setenv("PATH", "/nonexistent")
+    assert gpu_share.main(["--limit", "16G", "--", "true"]) == 2
+    assert "nvidia-cuda-mps-control is not on PATH" in capsys.readouterr().err

@@ -1,0 +1,78 @@
+"""support.runs on the CPU: sampling memory, running notebooks one by one and all at once (with stand-in commands),
+the runs file, and the README table, which must be the one the committed runs file gives."""
+
+from __future__ import annotations
+
+import itertools
+import sys
+
+import pytest
+
+from support import runs
+from support.runs import ChapterRun, RunGroup
+
+GIB = 2**30
+
+
+def test_the_sampler_keeps_the_peak_above_where_it_started():
+    values = itertools.chain([GIB, 3 * GIB, 2 * GIB], itertools.repeat(GIB))
+    with runs.MemorySampler(lambda: next(values), interval=0.001) as sampler:
+        while sampler.peak < 3 * GIB:
+            pass
+    assert sampler.peak_above_start == 2 * GIB
+
+
+def test_measure_runs_each_notebook_and_records_pass_time_and_peak(monkeypatch):
+    def fake_command(mode, notebook, python=sys.executable):
+        code = "print('1 passed')" if "good" in notebook else "import sys; print('1 failed'); sys.exit(1)"
+        return [python, "-c", code]
+
+    monkeypatch.setattr(runs, "command_for", fake_command)
+    memory = itertools.cycle([GIB, 2 * GIB])
+    group = runs.measure(
+        ["a_good.ipynb", "b_bad.ipynb"], "test GPU", "nbval", read=lambda: next(memory), log=lambda line: None
+    )
+    assert [(c.notebook, c.passed, c.summary) for c in group.chapters] == [
+        ("a_good.ipynb", True, "1 passed"),
+        ("b_bad.ipynb", False, "1 failed"),
+    ]
+    assert all(c.seconds > 0 and c.peak_bytes in (0, GIB) for c in group.chapters)
+    together = runs.measure(
+        ["a_good.ipynb", "b_bad.ipynb"], "test GPU", "nbval", parallel=True, read=lambda: 0, log=lambda line: None
+    )
+    assert together.parallel and [c.peak_bytes for c in together.chapters] == [None, None]
+    assert [c.passed for c in together.chapters] == [True, False]
+    assert together.wall_seconds >= max(c.seconds for c in together.chapters)
+
+
+def test_unknown_modes_are_refused():
+    with pytest.raises(ValueError, match="unknown mode 'run'"):
+        runs.command_for("run", "x.ipynb")
+
+
+def test_the_runs_file_keeps_one_group_per_setup(tmp_path):
+    path = tmp_path / "runs.json"
+    first = RunGroup("H100", "execute", False, 10.0, GIB, [ChapterRun("chapters/01_a.ipynb", 10.0, GIB, True)])
+    again = RunGroup("H100", "execute", False, 12.0, GIB, [ChapterRun("chapters/01_a.ipynb", 12.0, 2 * GIB, True)])
+    limited = RunGroup("16 GB", "nbval", False, 11.0, GIB, [ChapterRun("chapters/01_a.ipynb", 11.0, GIB, False)])
+    other = RunGroup("H100", "execute", False, 5.0, GIB, [ChapterRun("chapters/02_b.ipynb", 5.0, 3 * GIB, True)])
+    together = RunGroup("16 GB", "nbval", True, 7.0, 9 * GIB, [ChapterRun("chapters/01_a.ipynb", 7.0, None, True)])
+    for group in (first, limited, again, other, together):
+        runs.record(group, path)
+    h100, sixteen, parallel = runs.load(path)
+    assert sixteen == limited and parallel == together
+    assert [c.seconds for c in h100.chapters] == [12.0, 5.0]  # 01_a measured again, 02_b added in a later call
+    assert (h100.wall_seconds, h100.peak_bytes) == (17.0, 3 * GIB)
+    assert runs.peak_needed("01_a", runs.load(path)) == 2 * GIB
+    table = runs.runs_table(runs.load(path))
+    assert "| 01_a | 12 s | 2.0 GiB | 11 s (failed) | 1.0 GiB |" in table
+    assert "1 chapters at once (16 GB, nbval): 1 passed, 7 s in all, peak 9.0 GiB" in table
+
+
+def test_the_readme_table_is_the_one_the_committed_runs_give():
+    readme = runs.README.read_text()
+    assert runs.readme_with_table(readme, runs.runs_table(runs.load())) == readme, (
+        "README's table of chapter runs is stale: run `python -m support.runs readme`"
+    )
+    with pytest.raises(ValueError, match="no <!-- chapter-runs: start -->"):
+        runs.readme_with_table("no markers", "table")

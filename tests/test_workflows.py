@@ -1,0 +1,49 @@
+"""The GitHub workflows run what we run: each step is a make target that exists (or .ci/run), so a green
+workflow means the same commands passed that the README and the GPU host use."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.yml"))
+
+
+def make_targets() -> set[str]:
+    return set(re.findall(r"^([a-z][a-z0-9-]*):", (ROOT / "Makefile").read_text(), flags=re.MULTILINE))
+
+
+def run_commands(path: Path) -> list[str]:
+    workflow = yaml.safe_load(path.read_text())
+    return [step["run"] for job in workflow["jobs"].values() for step in job.get("steps", []) if "run" in step]
+
+
+def test_there_are_the_three_workflows():
+    assert {path.stem for path in WORKFLOWS} == {"ci", "gpu", "book"}
+
+
+@pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.name)
+def test_every_step_calls_a_make_target_that_exists(path):
+    targets = make_targets()
+    for command in run_commands(path):
+        words = shlex.split(command, comments=True)
+        if words == [".ci/run"]:
+            continue
+        assert words[0] == "make", f"{path.name}: {command!r} is not a make target"
+        called = [word for word in words[1:] if "=" not in word]
+        assert called and set(called) <= targets, f"{path.name}: {command!r} calls a target the Makefile lacks"
+
+
+def test_the_gpu_workflow_runs_on_a_gpu_runner_when_code_or_dependencies_change_and_weekly():
+    workflow = yaml.safe_load((ROOT / ".github" / "workflows" / "gpu.yml").read_text())
+    job = workflow["jobs"]["gpu"]
+    assert job["runs-on"] == ["self-hosted", "linux", "x64", "gpu"]
+    triggers = workflow[True] if True in workflow else workflow["on"]  # YAML 1.1 reads `on` as True
+    assert {"chapters/**", "support/**", "pyproject.toml", "environment.yml"} <= set(triggers["pull_request"]["paths"])
+    assert "schedule" in triggers
+    assert ["make", "doctor"] == shlex.split(run_commands(ROOT / ".github/workflows/gpu.yml")[1])[:2]
