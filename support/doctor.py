@@ -144,7 +144,7 @@ def check_memory(memory: Memory | None, environ: Mapping[str, str], needed: int 
             Finding(
                 "warn",
                 f"{free / GIB:.1f} GiB of GPU memory free; the most demanding chapter needs {needed / GIB:.1f} GiB "
-                "(its measured peak plus a quarter)",
+                "(measured under a memory limit)",
                 "close other GPU processes, or ask for a larger MPS limit",
             )
         )
@@ -266,12 +266,13 @@ def _tiny_work() -> dict[str, Callable[[], None]]:
 
 
 def most_needed() -> int | None:
-    """Bytes the most demanding chapter needs: the largest measured peak of any chapter, plus a quarter."""
+    """Bytes the most demanding chapter needs: the largest of the chapters' measured needs
+    (:func:`support.runs.memory_needed`), None when none was measured under a limit."""
     from support import book, runs
 
-    peaks = [runs.peak_needed(path.stem) for path in book.chapter_notebooks()]
-    measured = [peak for peak in peaks if peak is not None]
-    return int(max(measured) * 1.25) if measured else None
+    needs = [runs.memory_needed(path.stem) for path in book.chapter_notebooks()]
+    measured = [need for need in needs if need is not None]
+    return max(measured) if measured else None
 
 
 def probe_machine(environ: Mapping[str, str] | None = None) -> Machine:

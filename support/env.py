@@ -196,14 +196,15 @@ def _probe_once() -> GpuProbe:
 
 
 def memory_needed_gib(chapter: str, groups=None) -> float | None:
-    """GiB of GPU memory ``chapter`` needs: its largest peak in the recorded runs (``runs/chapter_runs.json``) plus
-    a quarter, rounded up to a whole GiB; None when it was never measured."""
+    """GiB of GPU memory ``chapter`` is known to run in (:func:`support.runs.memory_needed`: its peak in the runs
+    recorded under a memory limit, ``runs/chapter_runs.json``, plus a quarter, at most that limit), rounded up to a
+    tenth of a GiB; None when it was never measured under a limit."""
     from support import runs
 
-    peak = runs.peak_needed(chapter, groups)
-    if peak is None:
+    needed = runs.memory_needed(chapter, groups)
+    if needed is None:
         return None
-    return float(-(-(peak * 1.25) // GIB))
+    return -(-needed * 10 // GIB) / 10
 
 
 def require_gpu(min_memory_gib: float | None = None, *, chapter: str | None = None) -> Gpu:
@@ -230,7 +231,7 @@ def require_gpu(min_memory_gib: float | None = None, *, chapter: str | None = No
     if min_memory_gib is not None and gpu.memory_gib < min_memory_gib:
         what = f"Chapter {chapter}" if chapter else "This"
         raise GpuUnavailableError(
-            f"{what} needs a GPU with at least {min_memory_gib:g} GiB of memory (its measured peak plus a quarter); "
+            f"{what} needs a GPU with at least {min_memory_gib:g} GiB of memory (measured); "
             f"GPU 0 ({gpu.name}) has {gpu.memory_gib:.1f} GiB. Read the published outputs in the built book instead."
         )
     return gpu

@@ -53,6 +53,7 @@ class RunGroup:
     wall_seconds: float
     peak_bytes: int
     chapters: list[ChapterRun] = field(default_factory=list)
+    limit_bytes: int | None = None  # the memory each process could use (an MPS limit); None: the whole GPU
 
     @classmethod
     def from_dict(cls, data: dict) -> RunGroup:
@@ -120,7 +121,12 @@ def command_for(mode: str, notebook: str, python: str = sys.executable) -> list[
 
 
 def _summary(output: str) -> str:
-    lines = [line.strip() for line in output.strip().splitlines() if line.strip()]
+    """The last line that says something: Jupyter's warning about its kernel's transport is left out."""
+    lines = [
+        line.strip()
+        for line in output.strip().splitlines()
+        if line.strip() and "Kernel is running over TCP" not in line and "IPKernelApp" not in line
+    ]
     return lines[-1][-200:] if lines else ""
 
 
@@ -152,7 +158,14 @@ def _run_together(notebooks: Sequence[str], commands: Sequence[list[str]], log) 
 
 
 def measure(
-    notebooks: Sequence[str], label: str, mode: str, *, parallel: bool = False, read=gpu_memory_used, log=print
+    notebooks: Sequence[str],
+    label: str,
+    mode: str,
+    *,
+    parallel: bool = False,
+    limit_bytes: int | None = None,
+    read=gpu_memory_used,
+    log=print,
 ) -> RunGroup:
     """Run ``notebooks`` under the current GPU setup and return what was measured (see the module docstring)."""
     commands = [command_for(mode, notebook) for notebook in notebooks]
@@ -180,7 +193,8 @@ def measure(
                     f"{notebook}: {run.seconds:.0f} s, peak {run.peak_bytes / GIB:.2f} GiB, "
                     f"{'passed' if run.passed else 'FAILED'} · {run.summary}"
                 )
-    return RunGroup(label, mode, parallel, time.perf_counter() - started, group_memory.peak_above_start, chapters)
+    wall = time.perf_counter() - started
+    return RunGroup(label, mode, parallel, wall, group_memory.peak_above_start, chapters, limit_bytes)
 
 
 def load(path: Path = RUNS_FILE) -> list[RunGroup]:
@@ -212,6 +226,7 @@ def record(group: RunGroup, path: Path = RUNS_FILE) -> None:
             sum(c.seconds for c in chapters),
             max(c.peak_bytes or 0 for c in chapters),
             chapters,
+            group.limit_bytes,
         )
     save([group if (g.label, g.mode, g.parallel) == key else g for g in groups] if earlier else [*groups, group], path)
 
@@ -220,17 +235,22 @@ def chapter_name(notebook: str) -> str:
     return Path(notebook).stem
 
 
-def peak_needed(notebook: str, groups: Sequence[RunGroup] | None = None) -> int | None:
-    """The largest peak measured for ``notebook`` in any one-at-a-time run, or None if it was never measured."""
+def memory_needed(notebook: str, groups: Sequence[RunGroup] | None = None) -> int | None:
+    """Bytes of GPU memory ``notebook`` is known to run in, or None if that was never shown.
+
+    Only runs under a memory limit show it: on a whole GPU a chapter may take more than it needs (JAX's default
+    preallocation, pools sized from free memory). For each one-at-a-time run under a limit that the notebook
+    passed: its peak plus a quarter, but never more than the limit it passed under; the smallest of those.
+    """
     groups = load() if groups is None else groups
-    peaks = [
-        chapter.peak_bytes
+    bounds = [
+        min(int(chapter.peak_bytes * 1.25), group.limit_bytes)
         for group in groups
-        if not group.parallel
+        if not group.parallel and group.limit_bytes
         for chapter in group.chapters
-        if chapter_name(chapter.notebook) == chapter_name(notebook) and chapter.peak_bytes is not None
+        if chapter_name(chapter.notebook) == chapter_name(notebook) and chapter.passed and chapter.peak_bytes
     ]
-    return max(peaks) if peaks else None
+    return min(bounds) if bounds else None
 
 
 def runs_table(groups: Sequence[RunGroup]) -> str:
@@ -282,13 +302,20 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--label", required=True, help='the GPU setup, e.g. "H100 80GB" or "16 GB MPS limit"')
     run.add_argument("--mode", choices=("execute", "nbval"), default="nbval")
     run.add_argument("--parallel", action="store_true", help="start all notebooks at once")
+    run.add_argument("--memory-limit", help="the per-process limit the runs are under (e.g. 16G for an MPS limit)")
     run.add_argument("notebooks", nargs="+")
     sub.add_parser("readme", help="write the table of recorded runs into README.md")
     args = parser.parse_args(argv)
     if args.action == "readme":
         README.write_text(readme_with_table(README.read_text(), runs_table(load())))
         return 0
-    group = measure(args.notebooks, args.label, args.mode, parallel=args.parallel)
+    limit = None
+    if args.memory_limit:
+        from support.gpu_share import check_limit
+
+        number = float(check_limit(args.memory_limit)[:-1])
+        limit = int(number * (GIB if args.memory_limit.endswith("G") else MIB))
+    group = measure(args.notebooks, args.label, args.mode, parallel=args.parallel, limit_bytes=limit)
     record(group)
     print(
         f"{args.label}: {sum(c.passed for c in group.chapters)}/{len(group.chapters)} passed in "

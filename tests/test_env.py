@@ -147,17 +147,17 @@ def test_require_gpu_reads_a_chapters_need_from_its_measured_runs(monkeypatch):
 
     small = Gpu(0, "NVIDIA T4", 15 * 2**30, (7, 5), 40)
     monkeypatch.setattr(env, "_probe_once", lambda: GpuProbe(gpus=(small,), cuda_version="13.0"))
+    chapter = "chapters/04_x.ipynb"
     measured = [
-        runs.RunGroup(
-            "H100", "execute", False, 10.0, 0, [runs.ChapterRun("chapters/04_x.ipynb", 5.0, 14 * 2**30, True)]
-        ),
-        runs.RunGroup(
-            "4 at once", "nbval", True, 9.0, 40 * 2**30, [runs.ChapterRun("chapters/05_y.ipynb", 5, None, True)]
-        ),
+        runs.RunGroup("H100", "execute", False, 10.0, 0, [runs.ChapterRun(chapter, 5.0, 60 * 2**30, True)]),
+        runs.RunGroup("24 GB", "nbval", False, 10.0, 0, [runs.ChapterRun(chapter, 5.0, 14 * 2**30, True)], 24 * 2**30),
+        runs.RunGroup("8 GB", "nbval", False, 10.0, 0, [runs.ChapterRun(chapter, 5.0, 7 * 2**30, False)], 8 * 2**30),
+        runs.RunGroup("4 at once", "nbval", True, 9, 0, [runs.ChapterRun("chapters/05_y.ipynb", 5, None, True)]),
     ]
     monkeypatch.setattr(runs, "load", lambda: measured)
-    assert env.memory_needed_gib("04_x") == 18.0  # 14 GiB × 1.25 = 17.5, rounded up
+    # the passing run under a limit: 14 GiB × 1.25 = 17.5 (the whole-GPU run and the failed 8 GB run prove nothing)
+    assert env.memory_needed_gib("04_x") == 17.5
     assert env.memory_needed_gib("05_y") is None  # only measured in a parallel group: no peak of its own
-    with pytest.raises(GpuUnavailableError, match="Chapter 04_x needs .* at least 18 GiB .*NVIDIA T4.*15.0 GiB"):
+    with pytest.raises(GpuUnavailableError, match="Chapter 04_x needs .* at least 17.5 GiB .*NVIDIA T4.*15.0 GiB"):
         env.require_gpu(chapter="04_x")
     assert env.require_gpu(chapter="05_y") == small  # never measured: nothing to check

@@ -54,7 +54,9 @@ def test_the_runs_file_keeps_one_group_per_setup(tmp_path):
     path = tmp_path / "runs.json"
     first = RunGroup("H100", "execute", False, 10.0, GIB, [ChapterRun("chapters/01_a.ipynb", 10.0, GIB, True)])
     again = RunGroup("H100", "execute", False, 12.0, GIB, [ChapterRun("chapters/01_a.ipynb", 12.0, 2 * GIB, True)])
-    limited = RunGroup("16 GB", "nbval", False, 11.0, GIB, [ChapterRun("chapters/01_a.ipynb", 11.0, GIB, False)])
+    limited = RunGroup(
+        "16 GB", "nbval", False, 11.0, GIB, [ChapterRun("chapters/01_a.ipynb", 11.0, GIB, False)], 16 * GIB
+    )
     other = RunGroup("H100", "execute", False, 5.0, GIB, [ChapterRun("chapters/02_b.ipynb", 5.0, 3 * GIB, True)])
     together = RunGroup("16 GB", "nbval", True, 7.0, 9 * GIB, [ChapterRun("chapters/01_a.ipynb", 7.0, None, True)])
     for group in (first, limited, again, other, together):
@@ -63,9 +65,19 @@ def test_the_runs_file_keeps_one_group_per_setup(tmp_path):
     assert sixteen == limited and parallel == together
     assert [c.seconds for c in h100.chapters] == [12.0, 5.0]  # 01_a measured again, 02_b added in a later call
     assert (h100.wall_seconds, h100.peak_bytes) == (17.0, 3 * GIB)
-    assert runs.peak_needed("01_a", runs.load(path)) == 2 * GIB
+    # a need is shown only by a passing run under a limit: the 16 GB run of 01_a failed, the H100 runs had none
+    assert runs.memory_needed("01_a", runs.load(path)) is None
+    passed = RunGroup(
+        "16 GB", "nbval", False, 11.0, GIB, [ChapterRun("chapters/01_a.ipynb", 11.0, 4 * GIB, True)], 16 * GIB
+    )
+    runs.record(passed, path)
+    assert runs.memory_needed("01_a", runs.load(path)) == 5 * GIB  # 4 GiB + a quarter
+    tight = RunGroup("8 GB", "nbval", False, 9.0, GIB, [ChapterRun("chapters/01_a.ipynb", 9.0, 7 * GIB, True)], 8 * GIB)
+    runs.record(tight, path)
+    assert runs.memory_needed("01_a", runs.load(path)) == 5 * GIB  # the smaller bound: 7 × 1.25 capped at 8
+    assert runs.memory_needed("02_b", runs.load(path)) is None
     table = runs.runs_table(runs.load(path))
-    assert "| 01_a | 12 s | 2.0 GiB | 11 s (failed) | 1.0 GiB |" in table
+    assert "| 01_a | 12 s | 2.0 GiB | 11 s | 4.0 GiB | 9 s | 7.0 GiB |" in table, table
     assert "1 chapters at once (16 GB, nbval): 1 passed, 7 s in all, peak 9.0 GiB" in table
 
 
