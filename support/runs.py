@@ -279,11 +279,28 @@ def runs_table(groups: Sequence[RunGroup]) -> str:
     for group in groups:
         if group.parallel:
             passed = sum(c.passed for c in group.chapters)
-            lines.append(
+            line = (
                 f"\n{len(group.chapters)} chapters at once ({group.label}, {group.mode}): {passed} passed, "
                 f"{group.wall_seconds:.0f} s in all, peak {group.peak_bytes / GIB:.1f} GiB on the GPU together"
             )
+            alone = one_after_another(group, sequential)
+            if alone is not None:
+                line += f"; the same chapters one after another under the same limit: {alone:.0f} s"
+            lines.append(line)
     return "\n".join(lines)
+
+
+def one_after_another(together: RunGroup, sequential: Sequence[RunGroup]) -> float | None:
+    """Seconds the chapters of a parallel group took one at a time in a one-at-a-time group of the same mode and
+    memory limit (the sum of their runs there), or None when that group lacks one of them."""
+    for group in sequential:
+        if group.parallel or (group.mode, group.limit_bytes) != (together.mode, together.limit_bytes):
+            continue
+        times = {chapter_name(c.notebook): c.seconds for c in group.chapters}
+        wanted = [chapter_name(c.notebook) for c in together.chapters]
+        if all(name in times for name in wanted):
+            return sum(times[name] for name in wanted)
+    return None
 
 
 def readme_with_table(readme: str, table: str) -> str:

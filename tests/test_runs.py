@@ -79,6 +79,11 @@ def test_the_runs_file_keeps_one_group_per_setup(tmp_path):
     table = runs.runs_table(runs.load(path))
     assert "| 01_a | 12 s | 2.0 GiB | 11 s | 4.0 GiB | 9 s | 7.0 GiB |" in table, table
     assert "1 chapters at once (16 GB, nbval): 1 passed, 7 s in all, peak 9.0 GiB" in table
+    limited_together = RunGroup(
+        "16 GB, 1 reader", "nbval", True, 7.0, GIB, [ChapterRun("chapters/01_a.ipynb", 7.0, None, True)], 16 * GIB
+    )
+    assert runs.one_after_another(limited_together, runs.load(path)) == 11.0  # 01_a's run under the 16 GB limit
+    assert runs.one_after_another(together, runs.load(path)) is None  # no nbval run without a limit to compare
 
 
 def test_the_readme_table_is_the_one_the_committed_runs_give():
