@@ -9,6 +9,7 @@
 #   make test-gpu    the same in your GPU environment (PYTHON, default python3); fails instead of skipping GPU notebooks
 #   make execute     on a GPU host: execute notebooks in place (NOTEBOOKS=..., default all chapters)
 #   make lint        ruff over support/, tests/ and the notebooks (notebook code within 88 columns)
+#   make diagrams    redraw the explanatory diagrams into chapters/diagrams/ (support/diagrams.py)
 #   make doctor      on a GPU server: can this machine run the book? one line per check, exit 1 on a blocker
 #   make gpu-env     on a GPU server: create .venv-gpu with the pip `gpu` extra (Linux x86_64, CUDA 13 driver)
 #   make resolve-gpu from any machine: pip's resolver for the `gpu` extra (CPython 3.12, manylinux), installs nothing
@@ -37,7 +38,7 @@ NOTEBOOKS ?= $(sort $(wildcard chapters/*.ipynb))
 PYTEST_ARGS ?=
 PIP := $(VENV)/bin/python -m pip install --quiet --disable-pip-version-check
 
-.PHONY: help book test test-gpu test-gpu-16gb execute lint clean doctor gpu-env resolve-gpu
+.PHONY: help book test test-gpu test-gpu-16gb execute lint clean doctor gpu-env resolve-gpu diagrams
 
 help:
 	@sed -n 's/^#   //p' Makefile
@@ -65,6 +66,9 @@ test-gpu:
 
 test-gpu-16gb:
 	$(or $(strip $(PYTHON)),python3) -m support.gpu_share --limit 16G -- $(MAKE) test-gpu
+
+diagrams: $(TEST_DEPS)
+	$(PY) -m support.diagrams
 
 doctor:
 	$(or $(strip $(PYTHON)),python3) -m support.doctor
