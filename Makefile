@@ -9,6 +9,7 @@
 #   make test-gpu    the same in your GPU environment (PYTHON, default python3); fails instead of skipping GPU notebooks
 #   make execute     on a GPU host: execute notebooks in place (NOTEBOOKS=..., default all chapters)
 #   make lint        ruff over support/, tests/ and the notebooks (notebook code within 88 columns)
+#   make workshop    the participant edition in _build/workshop/: chapters without solutions or outputs, a README
 #   make diagrams    redraw the explanatory diagrams into chapters/diagrams/ (support/diagrams.py)
 #   make doctor      on a GPU server: can this machine run the book? one line per check, exit 1 on a blocker
 #   make gpu-env     on a GPU server: create .venv-gpu with the pip `gpu` extra (Linux x86_64, CUDA 13 driver)
@@ -38,7 +39,7 @@ NOTEBOOKS ?= $(sort $(wildcard chapters/*.ipynb))
 PYTEST_ARGS ?=
 PIP := $(VENV)/bin/python -m pip install --quiet --disable-pip-version-check
 
-.PHONY: help book test test-gpu test-gpu-16gb execute lint clean doctor gpu-env resolve-gpu diagrams
+.PHONY: help book test test-gpu test-gpu-16gb execute lint clean doctor gpu-env resolve-gpu diagrams workshop
 
 help:
 	@sed -n 's/^#   //p' Makefile
@@ -66,6 +67,9 @@ test-gpu:
 
 test-gpu-16gb:
 	$(or $(strip $(PYTHON)),python3) -m support.gpu_share --limit 16G -- $(MAKE) test-gpu
+
+workshop: $(BOOK_DEPS)
+	$(PY) -m support.workshop
 
 diagrams: $(TEST_DEPS)
 	$(PY) -m support.diagrams
