@@ -197,7 +197,7 @@ def _probe_once() -> GpuProbe:
 
 def memory_needed_gib(chapter: str, groups=None) -> float | None:
     """GiB of GPU memory ``chapter`` is known to run in (:func:`support.runs.memory_needed`: its peak in the runs
-    recorded under a memory limit, ``runs/chapter_runs.json``, plus a quarter, at most that limit), rounded up to a
+    recorded under a memory limit, ``runs/chapter_runs.json``), rounded up to a
     tenth of a GiB; None when it was never measured under a limit."""
     from support import runs
 

@@ -240,11 +240,12 @@ def memory_needed(notebook: str, groups: Sequence[RunGroup] | None = None) -> in
 
     Only runs under a memory limit show it: on a whole GPU a chapter may take more than it needs (JAX's default
     preallocation, pools sized from free memory). For each one-at-a-time run under a limit that the notebook
-    passed: its peak plus a quarter, but never more than the limit it passed under; the smallest of those.
+    passed: its peak (memory in use on the whole GPU, so the CUDA contexts and MPS's own share are in it); the
+    smallest of those. A card with less memory than that may still run it, but nothing measured says so.
     """
     groups = load() if groups is None else groups
     bounds = [
-        min(int(chapter.peak_bytes * 1.25), group.limit_bytes)
+        min(chapter.peak_bytes, group.limit_bytes)
         for group in groups
         if not group.parallel and group.limit_bytes
         for chapter in group.chapters

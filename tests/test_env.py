@@ -145,7 +145,7 @@ def test_cuda_runtime_version_is_none_without_cupy_and_read_from_cupy_otherwise(
 def test_require_gpu_reads_a_chapters_need_from_its_measured_runs(monkeypatch):
     from support import runs
 
-    small = Gpu(0, "NVIDIA T4", 15 * 2**30, (7, 5), 40)
+    small = Gpu(0, "NVIDIA A2", 12 * 2**30, (8, 6), 10)
     monkeypatch.setattr(env, "_probe_once", lambda: GpuProbe(gpus=(small,), cuda_version="13.0"))
     chapter = "chapters/04_x.ipynb"
     measured = [
@@ -155,9 +155,9 @@ def test_require_gpu_reads_a_chapters_need_from_its_measured_runs(monkeypatch):
         runs.RunGroup("4 at once", "nbval", True, 9, 0, [runs.ChapterRun("chapters/05_y.ipynb", 5, None, True)]),
     ]
     monkeypatch.setattr(runs, "load", lambda: measured)
-    # the passing run under a limit: 14 GiB × 1.25 = 17.5 (the whole-GPU run and the failed 8 GB run prove nothing)
-    assert env.memory_needed_gib("04_x") == 17.5
+    # the passing run under a limit: 14 GiB (the whole-GPU run and the failed 8 GB run prove nothing)
+    assert env.memory_needed_gib("04_x") == 14.0
     assert env.memory_needed_gib("05_y") is None  # only measured in a parallel group: no peak of its own
-    with pytest.raises(GpuUnavailableError, match="Chapter 04_x needs .* at least 17.5 GiB .*NVIDIA T4.*15.0 GiB"):
+    with pytest.raises(GpuUnavailableError, match="Chapter 04_x needs .* at least 14 GiB .*NVIDIA A2.*12.0 GiB"):
         env.require_gpu(chapter="04_x")
     assert env.require_gpu(chapter="05_y") == small  # never measured: nothing to check

@@ -71,10 +71,10 @@ def test_the_runs_file_keeps_one_group_per_setup(tmp_path):
         "16 GB", "nbval", False, 11.0, GIB, [ChapterRun("chapters/01_a.ipynb", 11.0, 4 * GIB, True)], 16 * GIB
     )
     runs.record(passed, path)
-    assert runs.memory_needed("01_a", runs.load(path)) == 5 * GIB  # 4 GiB + a quarter
+    assert runs.memory_needed("01_a", runs.load(path)) == 4 * GIB  # its peak there
     tight = RunGroup("8 GB", "nbval", False, 9.0, GIB, [ChapterRun("chapters/01_a.ipynb", 9.0, 7 * GIB, True)], 8 * GIB)
     runs.record(tight, path)
-    assert runs.memory_needed("01_a", runs.load(path)) == 5 * GIB  # the smaller bound: 7 × 1.25 capped at 8
+    assert runs.memory_needed("01_a", runs.load(path)) == 4 * GIB  # the smaller of the two peaks
     assert runs.memory_needed("02_b", runs.load(path)) is None
     table = runs.runs_table(runs.load(path))
     assert "| 01_a | 12 s | 2.0 GiB | 11 s | 4.0 GiB | 9 s | 7.0 GiB |" in table, table
