@@ -18,7 +18,9 @@ import tempfile
 import tomllib
 from pathlib import Path
 
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
+from support.book import ROOT
+
+PROJECT_ROOT = ROOT  # the repository, as support.book finds it
 
 #: manylinux tags a current Linux x86_64 server accepts (glibc 2.17 to 2.39), and pure-Python wheels.
 PLATFORMS: tuple[str, ...] = (

@@ -24,7 +24,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
+from support.book import ROOT
+
+PROJECT_ROOT = ROOT  # the repository, as support.book finds it
 RUNS_FILE = PROJECT_ROOT / "runs" / "chapter_runs.json"
 README = PROJECT_ROOT / "README.md"
 TABLE_START, TABLE_END = "<!-- chapter-runs: start -->", "<!-- chapter-runs: end -->"

@@ -26,7 +26,9 @@ import re
 import sys
 from pathlib import Path
 
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
+from support.book import ROOT
+
+PROJECT_ROOT = ROOT  # the repository, as support.book finds it
 OUT = PROJECT_ROOT / "_build" / "workshop"
 SOLUTION_START = re.compile(r"```\{solution-start\}")
 SOLUTION_END = re.compile(r"```\{solution-end\}")
