@@ -19,7 +19,6 @@ plain functions of what was probed (:func:`diagnose`), so the CPU tests feed the
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -184,19 +183,9 @@ def diagnose(machine: Machine) -> list[Finding]:
 
 
 def _nvml_memory() -> tuple[int, int] | None:
-    """Free and total bytes of GPU 0 as ``nvidia-smi`` (NVML) reports them, or None without it."""
-    try:
-        out = subprocess.run(
-            ["nvidia-smi", "--id=0", "--query-gpu=memory.free,memory.total", "--format=csv,noheader,nounits"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=True,
-        ).stdout
-    except (OSError, subprocess.SubprocessError):
-        return None
-    free_mib, total_mib = (int(value) for value in out.strip().splitlines()[0].split(","))
-    return free_mib * 2**20, total_mib * 2**20
+    """Free and total bytes of GPU 0 on the whole card (NVML), or None without ``nvidia-smi``."""
+    found = env.gpu_memory_mib("free", "total")
+    return None if found is None else (found[0] * 2**20, found[1] * 2**20)
 
 
 def _first_line(error: BaseException) -> str:

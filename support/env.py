@@ -237,6 +237,28 @@ def require_gpu(min_memory_gib: float | None = None, *, chapter: str | None = No
     return gpu
 
 
+def gpu_memory_mib(*fields: str, device: int = 0) -> tuple[int, ...] | None:
+    """Memory figures of one GPU as the driver's management library (NVML) reports them through ``nvidia-smi``,
+    in MiB: ``gpu_memory_mib("free", "total")``. They cover the whole card, so unlike CUDA's own free memory they
+    do not shrink under an MPS client limit. None when ``nvidia-smi`` cannot answer.
+    """
+    import subprocess
+
+    query = ",".join(f"memory.{field}" for field in fields)
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", f"--id={device}", f"--query-gpu={query}", "--format=csv,noheader,nounits"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+        ).stdout
+        values = tuple(int(value) for value in out.strip().splitlines()[0].split(","))
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+        return None
+    return values if len(values) == len(fields) else None
+
+
 def missing_modules(names: Iterable[str]) -> list[str]:
     """The import names among ``names`` that cannot be imported here (checked without importing them)."""
     missing = []

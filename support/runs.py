@@ -95,16 +95,10 @@ class MemorySampler:
 
 def gpu_memory_used() -> int | None:
     """Bytes in use on GPU 0, as ``nvidia-smi`` reports them (None when it cannot answer)."""
-    try:
-        out = subprocess.run(
-            ["nvidia-smi", "--id=0", "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-        ).stdout
-        return int(out.strip().splitlines()[0]) * MIB
-    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
-        return None
+    from support.env import gpu_memory_mib
+
+    found = gpu_memory_mib("used")
+    return None if found is None else found[0] * MIB
 
 
 def command_for(mode: str, notebook: str, python: str = sys.executable) -> list[str]:

@@ -161,3 +161,24 @@ def test_require_gpu_reads_a_chapters_need_from_its_measured_runs(monkeypatch):
     with pytest.raises(GpuUnavailableError, match="Chapter 04_x needs .* at least 14 GiB .*NVIDIA A2.*12.0 GiB"):
         env.require_gpu(chapter="04_x")
     assert env.require_gpu(chapter="05_y") == small  # never measured: nothing to check
+
+
+def test_gpu_memory_is_read_from_nvidia_smi_in_mib(monkeypatch):
+    import subprocess
+
+    asked = []
+
+    def fake_run(command, **kwargs):
+        asked.append(command)
+        return subprocess.CompletedProcess(command, 0, stdout="80000, 81559\n", stderr="")
+
+    monkeypatch.setattr(subprocess, "run", fake_run)
+    assert env.gpu_memory_mib("free", "total") == (80000, 81559)
+    assert "--query-gpu=memory.free,memory.total" in asked[0]
+    assert env.gpu_memory_mib("used") is None  # two numbers for one field: not trusted
+
+    def missing(command, **kwargs):
+        raise FileNotFoundError("nvidia-smi")
+
+    monkeypatch.setattr(subprocess, "run", missing)
+    assert env.gpu_memory_mib("used") is None

@@ -28,6 +28,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
+from support.memory.churn import Allocator  # here its allocate raises MemoryError when it cannot
 from support.memory.sizes import GIB, MIB, describe_bytes
 
 #: The allocators, and the environment each one's process needs (PyTorch's own setting is removed otherwise).
@@ -71,17 +72,6 @@ class FragmentPlan:
         rng = np.random.default_rng(self.seed)
         raw = rng.integers(self.smallest, self.largest, size=count, endpoint=True)
         return [max(self.smallest, int(size) // 4096 * 4096) for size in raw]
-
-
-@dataclass(frozen=True)
-class Allocator:
-    """``allocate(size) -> handle`` raising :class:`MemoryError` when it cannot, ``release(handle)``,
-    ``synchronize()``; ``keep`` is what must stay alive while it is used."""
-
-    allocate: Callable[[int], object]
-    release: Callable[[object], None]
-    synchronize: Callable[[], None] = lambda: None
-    keep: object = None
 
 
 @dataclass(frozen=True)
