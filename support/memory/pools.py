@@ -232,8 +232,11 @@ def time_under_resources(work: Callable[[], object], kinds=RESOURCE_KINDS, *, po
     Each resource gets one untimed warm-up; the timed runs then go round the resources ``repeat`` times, so a
     slow drift of the machine affects all of them alike. Times are CUDA events around each call.
     """
-    from support.bench import Timing, compare, time_cuda
+    from support import bench
 
+    unknown = [kind for kind in kinds if kind not in RESOURCE_KINDS]
+    if unknown:  # before any resource is made: a typo should not cost a pool of GPU memory first
+        raise ValueError(f"unknown resource kind {unknown[0]!r}; choose from {', '.join(RESOURCE_KINDS)}")
     resources = {kind: make_resource(kind, pool_size=pool_size) for kind in kinds}
     for resource in resources.values():
         with using_resource(resource):
@@ -242,9 +245,9 @@ def time_under_resources(work: Callable[[], object], kinds=RESOURCE_KINDS, *, po
     for _ in range(repeat):
         for kind, resource in resources.items():
             with using_resource(resource):
-                one = time_cuda(work, warmup=0, repeat=1)
+                one = bench.time_cuda(work, warmup=0, repeat=1)
                 samples[kind].append(one.samples[0])
-    return compare(*(Timing(kind, tuple(times), one.clock) for kind, times in samples.items()))
+    return bench.compare(*(bench.Timing(kind, tuple(times), one.clock) for kind, times in samples.items()))
 
 
 def summarize_error(message: str) -> str:
