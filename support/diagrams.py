@@ -2,6 +2,8 @@
 
 Each ``draw_*`` function returns a matplotlib figure of one idea that is easier to see than to read:
 
+- :func:`draw_host_link` (chapter 1): host memory, the link and the GPU's memory, with the bandwidths chapter 1
+  measured drawn as the widths of the arrows (drawn in the chapter from its own run, not stored);
 - :func:`draw_aos_vs_soa` (chapter 2): the same records as an array of structures and as a structure of arrays,
   and the 32-byte sectors eight threads of a warp touch when each reads one field;
 - :func:`draw_dlpack_handshake` (chapter 3): DLPack's handshake (the consumer names its stream, the producer
@@ -28,10 +30,7 @@ FIELD_COLORS = {"x": "#4c72b0", "y": "#dd8452", "z": "#55a868", "w": "#c44e52"}
 
 
 def _canvas(width: float, height: float, size=(9.0, 3.6)):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # the caller's backend: inline in a notebook, Agg in write_all
 
     figure, axes = plt.subplots(figsize=size, dpi=DPI)
     axes.set_xlim(0, width)
@@ -54,6 +53,43 @@ def _arrow(axes, start, end, text="", color="black", size=8, offset=(0.0, 0.15))
     if text:
         middle = ((start[0] + end[0]) / 2 + offset[0], (start[1] + end[1]) / 2 + offset[1])
         axes.text(*middle, text, ha="center", va="bottom", fontsize=size, color=color)
+
+
+def draw_host_link(link_gbps: dict[str, float], device_gbps: float):
+    """Host memory, the link, and the GPU's memory, with measured bandwidths in GB/s (chapter 1's run).
+
+    ``link_gbps`` maps copy names to their bandwidth; ``device_gbps`` is a buffer's speed inside GPU memory.
+    Arrow widths grow with the square root of the bandwidth (a linear scale would make the link's arrows
+    invisible next to the GPU's own memory; a logarithmic one would hide how thin they are).
+    """
+    if not link_gbps or min([*link_gbps.values(), device_gbps]) <= 0:
+        raise ValueError("bandwidths must be measured and positive: run chapter 1's copy table first")
+    figure, axes = _canvas(12, 5.2, size=(9.5, 4.1))
+    _box(axes, 0.2, 0.6, 3.0, 3.8, "host memory\n(CPU)", color="#eeeeee", size=10, weight="bold")
+    _box(axes, 8.8, 0.6, 3.0, 3.8, "", color="#e8f3e8")
+    axes.text(10.3, 4.1, "GPU memory", ha="center", va="center", fontsize=10, weight="bold")
+    top = max([*link_gbps.values(), device_gbps])
+
+    def width(gbps: float) -> float:
+        return 1 + 11 * (gbps / top) ** 0.5
+
+    rows = list(link_gbps.items())
+    for i, (name, gbps) in enumerate(rows):
+        y = 3.7 - i * (2.9 / max(len(rows) - 1, 1))
+        up = "host→GPU" in name or "host→" in name
+        start, end = ((3.3, y), (8.7, y)) if up else ((8.7, y), (3.3, y))
+        axes.annotate("", xy=end, xytext=start, arrowprops={"arrowstyle": "-|>", "lw": width(gbps), "color": "#4c72b0"})
+        axes.text(6.0, y + 0.12, f"{name}: {gbps:,.1f} GB/s", ha="center", va="bottom", fontsize=7.5)
+    axes.annotate(
+        "",
+        xy=(11.4, 1.3),
+        xytext=(9.2, 1.3),
+        arrowprops={"arrowstyle": "-|>", "lw": width(device_gbps), "color": "#55a868"},
+    )
+    axes.text(10.3, 1.75, f"inside GPU memory:\n{device_gbps:,.0f} GB/s", ha="center", fontsize=8)
+    axes.text(6.0, 0.2, "the link (PCIe or NVLink-C2C)", ha="center", fontsize=8, style="italic")
+    axes.set_title("Where the bytes go, at the speeds this run measured", fontsize=10)
+    return figure
 
 
 def draw_aos_vs_soa(threads: int = 8):
@@ -249,6 +285,9 @@ DIAGRAMS: dict[str, Callable] = {
 
 def write_all(folder: Path = FOLDER) -> list[Path]:
     """Draw every diagram into ``folder`` as ``<name>.png``; return the paths."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only, no window
     import matplotlib.pyplot as plt
 
     folder.mkdir(parents=True, exist_ok=True)

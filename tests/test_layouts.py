@@ -106,17 +106,44 @@ def test_speedup_workloads_on_the_cpu():
         speedups.make_frames(0, frames=pandas)
 
 
+def test_the_cpu_contenders_compute_what_the_familiar_code_computes():
+    import polars
+
+    x = speedups.random_matrix(64, np, seed=3)
+    numpy_failures = int((np.sin(x) ** 2 + np.cos(x) ** 2 != 1).sum())
+    # Numba's sin and cos may round differently from NumPy's in the last bit: the counts agree closely
+    assert abs(speedups.identity_failures_parallel(x) - numpy_failures) <= 0.01 * x.size
+    assert speedups.identity_failures_parallel(np.zeros((4, 4))) == 0
+    frames = speedups.make_frames(2000, groups=10, seed=4, frames=pandas)
+    arrow = speedups.with_arrow_dtypes(frames)
+    assert str(arrow.frame["x"].dtype) == "double[pyarrow]" and str(arrow.lookup["y"].dtype) == "int64[pyarrow]"
+    assert np.isclose(arrow.frame["x"].mean(), frames.frame["x"].mean())
+    on_polars = speedups.make_frames(2000, groups=10, seed=4, frames=polars)
+    by_key = on_polars.frame.group_by("y").agg(polars.col("x").mean()).sort("y")["x"].to_numpy()
+    assert np.allclose(by_key, frames.frame.groupby("y")["x"].mean().sort_index().to_numpy())
+    assert on_polars.frame.join(on_polars.lookup, on="y").height == 2000
+
+
 def test_speedup_table_and_figure(tmp_path):
     import matplotlib
 
     matplotlib.use("Agg")
     results = [
-        speedups.SideBySide("slow", _timing("a", 2.0), _timing("b", 0.5)),
-        speedups.SideBySide("fast", _timing("c", 3.0), _timing("d", 0.001)),
+        speedups.SideBySide("slow", {"NumPy": _timing("a", 2.0), "Numba": _timing("n", 1.0)}, _timing("b", 0.5)),
+        speedups.SideBySide("fast", {"NumPy": _timing("c", 3.0), "Numba": _timing("m", 6.0)}, _timing("d", 0.001)),
     ]
+    assert [r.best_cpu for r in results] == ["Numba", "NumPy"]  # the fastest contender of each row, whichever
     rows = speedups.speedup_rows(results)
-    assert [row["speed-up"] for row in rows] == ["4.0×", "3,000×"]
+    assert [row["GPU vs familiar"] for row in rows] == ["4.0×", "3,000×"]
+    assert [row["GPU vs fastest CPU"] for row in rows] == ["2.0×", "3,000×"]
+    assert rows[0]["NumPy"] == "2.00 s" and rows[0]["fastest CPU"] == "1.00 s (Numba)"
+    mixed = speedups.speedup_rows(
+        [*results, speedups.SideBySide("frame", {"pandas": _timing("p", 1.0)}, _timing("g", 1.0))]
+    )
+    assert "familiar CPU" in mixed[2]  # rows whose familiar tools differ share one column name
     speedups.speedup_figure(results).savefig(tmp_path / "speedups.png")
+    with pytest.raises(ValueError, match="at least one CPU contender"):
+        speedups.SideBySide("nothing", {}, _timing("g", 1.0))
     values = {"a": 2e9, "b": 1e9}
     variants = {"a": layouts.Variant("a", "SoA", 1, 1), "b": layouts.Variant("b", "AoS", 4, 1)}
     layouts.bandwidth_figure(values, variants, 3e9).savefig(tmp_path / "bandwidth.png")
