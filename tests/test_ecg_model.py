@@ -94,7 +94,7 @@ def test_figures_draw_from_cpu_results(short_recording):
         plots.filter_figure(signal, clean, response, ecg.fs, start_s=60),
         plots.beats_figure(beats, labels, ecg.fs),
         plots.latent_figure(torch.randn(50, 2), np.linspace(0.1, 5, 50), labels[:50]),
-        plots.speedup_figure([{"stage": "read", "speed-up": 12.0}, {"stage": "total", "speed-up": 30.0}]),
+        plots.speedup_figure([pipeline.StageSpeedup("read", 12.0, 3.0, 1.0), pipeline.StageSpeedup("total", 30, 9, 1)]),
     ]
     assert [len(f.axes) for f in figures] == [3, 1, 3, 1]  # the latent figure has a colour bar
     drawn = figures[1].axes[0].lines
@@ -113,11 +113,30 @@ def test_pipeline_refuses_short_signals_and_meaningless_rates(tmp_path):
 
 def test_shared_stage_timings_and_scaling(short_recording):
     _, path, _ = short_recording
-    timings = pipeline.time_shared_stages(path, pipeline.PipelineConfig(), on="cpu", warmup=0, repeat=1)
-    assert list(timings) == list(pipeline.SHARED_STAGES)
+    for side in ("cpu", "cpu, fastest"):
+        timings = pipeline.time_shared_stages(path, pipeline.PipelineConfig(), on=side, warmup=0, repeat=1)
+        assert list(timings) == list(pipeline.SHARED_STAGES)
+    with pytest.raises(ValueError, match="on must be one of 'gpu', 'cpu', 'cpu, fastest'"):
+        pipeline.time_shared_stages(path, pipeline.PipelineConfig(), on="tpu")
     assert pipeline.scale_factor(1000, 250) == 4.0
     with pytest.raises(ValueError, match="cannot stand for"):
         pipeline.scale_factor(100, 250)
+
+
+def test_stage_speedups_scale_both_cpu_sides_and_add_a_total():
+    from support.bench import Timing
+
+    def side(*seconds):
+        return {stage: Timing(stage, (s,), "wall") for stage, s in zip(("read", "convolve"), seconds, strict=True)}
+
+    entries = pipeline.stage_speedups(side(1.0, 2.0), side(0.5, 2.5), side(0.01, 0.1), cpu_scale=10)
+    assert [e.stage for e in entries] == ["read", "convolve", "total"]
+    assert entries[0].speedup == pytest.approx(1000) and entries[0].honest_speedup == pytest.approx(500)
+    assert entries[1].cpu_fastest == pytest.approx(25)  # slower than the familiar code here: shown as measured
+    assert entries[2].honest_speedup == pytest.approx(30 / 0.11)
+    assert entries[0].row()["GPU vs fastest"] == "500×"
+    with pytest.raises(ValueError, match="different stages"):
+        pipeline.stage_speedups(side(1.0, 2.0), {"read": side(1.0, 2.0)["read"]}, side(1.0, 2.0), 1)
 
 
 def test_head_of_a_csv(short_recording, tmp_path):

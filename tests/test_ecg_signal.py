@@ -178,3 +178,33 @@ def test_wfdb_record_written_by_the_test_reads_back_in_millivolts(tmp_path):
         reading.read_wfdb(tmp_path / "rec", channel="V5")
     with pytest.raises(FileNotFoundError, match="without extension"):
         reading.read_wfdb(tmp_path / "rec.dat")
+
+
+def test_the_fastest_cpu_stages_compute_what_the_pipeline_computes(tmp_path):
+    from support.ecg import cpu_peers, pipeline
+
+    ecg = synthetic.synthesize(seconds=120, seed=3)
+    path = reading.write_csv(ecg.signal, tmp_path / "ecg.csv")
+    familiar = reading.read_signal(path, on="cpu").signal
+    fast = cpu_peers.read_signal(path).signal
+    assert fast.dtype == np.float32 and np.array_equal(fast, familiar)
+    response, clean = pipeline.convolve(familiar, ecg.fs)
+    fast_response, fast_clean = cpu_peers.convolve(fast, ecg.fs)
+    scale = float(np.abs(response).max())
+    assert np.abs(fast_response - response).max() < 1e-4 * scale
+    assert np.abs(fast_clean - clean).max() < 1e-4 * float(np.abs(clean).max())
+    config = pipeline.PipelineConfig()
+    assert np.array_equal(pipeline.find_candidates(fast_response, config), pipeline.find_candidates(response, config))
+
+
+def test_the_fast_cpu_reader_refers_bad_files_to_the_pipeline_reader(tmp_path):
+    from support.ecg import cpu_peers
+
+    (tmp_path / "gap.csv").write_text("0.1\n\n0.3\n")
+    with pytest.raises(reading.SignalError, match="1 missing samples; read it with support.ecg.reading"):
+        cpu_peers.read_signal(tmp_path / "gap.csv")
+    (tmp_path / "text.csv").write_text("0.1\nlead II\n0.3\n")
+    with pytest.raises(reading.SignalError, match="Polars could not read it as one column of numbers"):
+        cpu_peers.read_signal(tmp_path / "text.csv")
+    with pytest.raises(ValueError, match="1-D NumPy signal"):
+        cpu_peers.convolve(np.zeros((3, 3), np.float32), 250.0)

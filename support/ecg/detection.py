@@ -57,7 +57,10 @@ def fft_convolve_same(x, kernel):
     return full[start : start + len(x)].astype(x.dtype, copy=False)
 
 
-def remove_baseline(x, fs: float, cutoff_hz: float = 0.5):
+BASELINE_CUTOFF_HZ = 0.5  # the wander of breathing and movement lies below it; the slowest heart rate above
+
+
+def remove_baseline(x, fs: float, cutoff_hz: float = BASELINE_CUTOFF_HZ):
     """``x`` with the slow baseline wander (below ``cutoff_hz``) removed by a smooth high-pass in the FFT."""
     xp = array_module(x)
     size = scipy.fft.next_fast_len(len(x), real=True)
