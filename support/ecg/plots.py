@@ -113,7 +113,9 @@ def speedup_figure(entries):
     fig, ax = _figure(size=(7, 3))
     positions = np.arange(len(entries))
     ax.bar(positions - 0.2, [e.speedup for e in entries], 0.4, color="tab:gray", label="vs the familiar CPU code")
-    ax.bar(positions + 0.2, [e.honest_speedup for e in entries], 0.4, color="tab:green", label="vs the fastest CPU code")
+    ax.bar(
+        positions + 0.2, [e.honest_speedup for e in entries], 0.4, color="tab:green", label="vs the fastest CPU code"
+    )
     ax.set_xticks(positions, [e.stage for e in entries])
     ax.axhline(1, color="black", linewidth=0.8)
     ax.set(yscale="log", ylabel="GPU speed-up (×)", title="same stages, same data: CPU time / GPU time")
