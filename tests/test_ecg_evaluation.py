@@ -62,7 +62,8 @@ def test_choose_model_keeps_the_best_validation_epoch_and_prefers_fewer_dimensio
         def eval(self):
             return self
 
-    def fake_train(beats, *, latent, epochs, seed, progress, after_epoch):
+    def fake_train(beats, *, latent, epochs, batch_size, seed, progress, after_epoch):
+        assert batch_size == 4096  # the launch-bound default (chapter 6 measures why)
         for epoch in range(epochs):
             after_epoch(epoch, Fake(latent, epoch))
 

@@ -123,6 +123,20 @@ def test_shared_stage_timings_and_scaling(short_recording):
         pipeline.scale_factor(100, 250)
 
 
+def test_the_top_normal_beats_are_the_highest_scoring_normal_ones():
+    from support.ecg import plots
+
+    matrix = np.zeros((6, 16), np.float32)
+    matrix[4, 5] = 3.0
+    scores = [9.0, 1.0, 2.0, 0.5, 5.0, 4.0]
+    contexts = ["ectopic", "normal", "normal before an ectopic beat", "normal", "normal", "noise burst"]
+    figure, chosen = plots.top_normal_beats_figure(matrix, scores, contexts, fs=250.0, anchor=4, count=2)
+    assert list(chosen) == [4, 2]  # the ectopic beat and the noise burst score higher, but are not normal
+    assert len(figure.axes) == 2 and "score 5.0" in figure.axes[0].get_title()
+    with pytest.raises(ValueError, match="no normal beats"):
+        plots.top_normal_beats_figure(matrix[:1], scores[:1], contexts[:1], fs=250.0, anchor=4)
+
+
 def test_stage_speedups_scale_both_cpu_sides_and_add_a_total():
     from support.bench import Timing
 

@@ -83,3 +83,19 @@ def test_bad_arguments_are_named_before_anything_starts(monkeypatch, capsys):
     monkeypatch.setenv("PATH", "/nonexistent")
     assert gpu_share.main(["--limit", "16G", "--", "true"]) == 2
     assert "nvidia-cuda-mps-control is not on PATH" in capsys.readouterr().err
+
+
+def test_the_guards_answer_for_the_share_a_process_sees():
+    from support.memory import guards
+    from support.memory.sizes import GIB
+
+    alone = dict(guards.decisions(free=78 * GIB, total=80 * GIB, environ={}))
+    # under an MPS limit of 16 GB a client sees the card's total but only its share free (measured on the H100)
+    shared = dict(guards.decisions(free=int(15.5 * GIB), total=int(79.2 * GIB), environ={}))
+    default_jax = 'JAX with "preallocate 75 % (JAX\'s default)"'
+    assert alone[default_jax] == "allowed" and alone["JAX with 'grow on demand'"] == "allowed"
+    assert shared[default_jax].startswith("refused: ") and "but only 15.50 GiB is free" in shared[default_jax]
+    assert shared["JAX with 'grow on demand'"] == "allowed"
+    managed = [answer for question, answer in shared.items() if "managed" in question]
+    assert len(managed) == 1 and managed[0].startswith("refused: a managed allocation of 23.25 GiB")
+    assert alone["a managed allocation of 117.00 GiB"].startswith("refused")

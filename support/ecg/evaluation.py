@@ -111,7 +111,9 @@ class Choice:
     validation_score: float
 
 
-def choose_model(train_beats, validation_beats, validation_anomalous, *, latents=(2, 4, 8), epochs=12, seed=0):
+def choose_model(
+    train_beats, validation_beats, validation_anomalous, *, latents=(2, 4, 8), epochs=12, batch_size=4096, seed=0
+):
     """Train one VAE per latent size on ``train_beats``; keep the (latent, epoch) whose scores of
     ``validation_beats`` give the highest precision at the labelled rate, then the highest AUROC (remaining
     ties: fewer dimensions, earlier epoch). ``validation_anomalous`` is a boolean NumPy array, one per
@@ -136,7 +138,15 @@ def choose_model(train_beats, validation_beats, validation_anomalous, *, latents
             if best is None or value > best[0]:
                 best = (value, latent, epoch + 1, copy.deepcopy(model))
 
-        vae.train(train_beats, latent=latent, epochs=epochs, seed=seed, progress=False, after_epoch=judge)
+        vae.train(
+            train_beats,
+            latent=latent,
+            epochs=epochs,
+            batch_size=batch_size,
+            seed=seed,
+            progress=False,
+            after_epoch=judge,
+        )
         top = max(range(len(per_epoch)), key=lambda e: (per_epoch[e], -e))
         rows.append(
             {

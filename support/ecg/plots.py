@@ -85,6 +85,32 @@ def beats_figure(beats, labels, fs: float, per_kind: int = 30):
     return fig
 
 
+def top_normal_beats_figure(beats_matrix, scores, contexts, fs: float, anchor: int, count: int = 4):
+    """The ``count`` highest-scoring beats whose ground truth is normal (any context starting with "normal"),
+    each over the median of all normal beats: what makes a normal beat look unusual to the model.
+
+    ``beats_matrix`` holds the scored beats' rows (GPU or host), ``scores`` and ``contexts`` one entry per row.
+    Only the chosen rows and the median travel to the host. Returns the figure and the chosen rows.
+    """
+    xp = array_module(beats_matrix)
+    scores, contexts = np.asarray(scores, dtype=np.float64), np.asarray(contexts)
+    normal = np.flatnonzero(np.char.startswith(contexts.astype(str), "normal"))
+    if len(normal) == 0:
+        raise ValueError("no normal beats among the scored ones")
+    chosen = normal[np.argsort(scores[normal])[::-1][:count]]
+    typical = to_host(xp.median(beats_matrix[xp.asarray(normal)], axis=0))
+    rows = to_host(beats_matrix[xp.asarray(chosen)])
+    t = (np.arange(rows.shape[1]) - anchor) / fs
+    fig, axes = _figure(1, len(chosen), size=(2.6 * len(chosen), 2.6))
+    for ax, row, index in zip(np.atleast_1d(axes), rows, chosen, strict=True):
+        ax.plot(t, typical, color="gray", linewidth=1, label="median normal beat")
+        ax.plot(t, row, color="C3", linewidth=1, label="this beat")
+        ax.set_title(f"{contexts[index]}\nscore {scores[index]:.1f}", fontsize=8)
+        ax.set_xlabel("s from R peak", fontsize=8)
+    np.atleast_1d(axes)[0].legend(fontsize=7, loc="lower left")
+    return fig, chosen
+
+
 def latent_figure(latents, scores, labels):
     """The latent means of the scored beats in their first two principal components, coloured by anomaly
     score and by the ground-truth kind."""

@@ -81,7 +81,7 @@ def train(
     *,
     latent: int = 2,
     epochs: int = 12,
-    batch_size: int = 512,
+    batch_size: int = 4096,
     learning_rate: float = 2e-3,
     beta: float = 1.0,
     seed: int = 0,
@@ -107,7 +107,8 @@ def train(
     with torch.device(device):
         model = BeatVAE(beats.shape[1], latent=latent)
         generator = torch.Generator(device=device).manual_seed(seed)
-    optimizer = torch.optim.Adam(model.parameters(), lr=learning_rate)
+    # the fused Adam updates every parameter in one kernel (CUDA only): fewer launches per step
+    optimizer = torch.optim.Adam(model.parameters(), lr=learning_rate, fused=True if device.type == "cuda" else None)
     losses = torch.zeros(epochs, device=device)
     steps = max(1, len(beats) // batch_size)
     bar = tqdm(range(epochs), desc="training the VAE", unit="epoch", file=sys.stderr, disable=not progress)

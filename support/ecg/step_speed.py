@@ -1,0 +1,217 @@
+"""Where a training step of the beat autoencoder spends its time, and what makes it faster.
+
+Once the beats stay on the GPU, training a model this small is *launch-bound*: each step launches about a
+hundred and forty short kernels, and the GPU waits between them while Python and PyTorch prepare the next one.
+This module measures that and the usual fixes:
+
+- :func:`profile_steps` runs a few steps under ``torch.profiler`` and returns, per step, how many kernels ran,
+  how long they ran on the GPU, and how long the step took (:func:`kernel_summary` reads the trace);
+- :func:`eager_step` is an ordinary training step (optionally with the fused Adam), :func:`graphed_step` the
+  same step captured once as a CUDA graph and replayed, one launch for all its kernels;
+- :func:`time_steps` times a step with CUDA events after warm-ups.
+
+CUDA graph capture needs PyTorch's own caching allocator: under RMM's PyTorch allocator (the book's one pool)
+the capture fails. ``python -m support.ecg.step_speed --allocator torch|rmm`` measures both in a fresh process
+and prints one JSON line (:mod:`support.memory.fresh_process` runs it from the chapter).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from support.ecg import vae
+
+
+@dataclass(frozen=True)
+class StepProfile:
+    """Per training step: kernels launched, their summed GPU time, and the step's wall time (milliseconds)."""
+
+    kernels: float
+    kernel_ms: float
+    step_ms: float
+
+    @property
+    def busy_share(self) -> float:
+        """The share of a step during which a kernel ran: low means the GPU mostly waited for the next launch."""
+        return min(1.0, self.kernel_ms / self.step_ms)
+
+
+def kernel_summary(events: list[dict], steps: int, wall_seconds: float) -> StepProfile:
+    """Read a Chrome trace's events (``torch.profiler``'s export) into a :class:`StepProfile` per step.
+
+    >>> trace = [{"cat": "kernel", "dur": 300.0}, {"cat": "kernel", "dur": 100.0}, {"cat": "cpu_op", "dur": 5e3}]
+    >>> kernel_summary(trace, steps=2, wall_seconds=0.004)
+    StepProfile(kernels=1.0, kernel_ms=0.2, step_ms=2.0)
+    """
+    if steps < 1 or wall_seconds <= 0:
+        raise ValueError(f"need at least one step and a positive wall time, not {steps} and {wall_seconds}")
+    kernels = [e for e in events if e.get("cat") == "kernel"]
+    if not kernels:
+        raise ValueError("the trace holds no kernels: was the profiler recording CUDA activity on a GPU?")
+    busy_us = sum(float(e.get("dur", 0.0)) for e in kernels)
+    return StepProfile(len(kernels) / steps, busy_us / steps / 1e3, wall_seconds / steps * 1e3)
+
+
+def _check_beats(beats: torch.Tensor, batch_size: int) -> None:
+    if beats.ndim != 2 or len(beats) < batch_size:
+        raise ValueError(f"need a beats × width matrix of at least {batch_size} beats, got {tuple(beats.shape)}")
+
+
+def _loss(model: vae.BeatVAE, batch: torch.Tensor) -> torch.Tensor:
+    reconstruction, mean, log_var = model(batch)
+    return vae.negative_elbo(reconstruction, batch, mean, log_var).mean()
+
+
+def eager_step(beats: torch.Tensor, batch_size: int, *, fused: bool = False, seed: int = 0) -> Callable[[], None]:
+    """One ordinary training step per call, on consecutive batches of a shuffled ``beats`` (its own model)."""
+    _check_beats(beats, batch_size)
+    torch.manual_seed(seed)
+    model = vae.BeatVAE(beats.shape[1], latent=8).to(beats.device)
+    optimizer = torch.optim.Adam(model.parameters(), lr=2e-3, fused=fused or None)
+    order = torch.randperm(len(beats), device=beats.device)
+    steps, done = len(beats) // batch_size, [0]
+
+    def step() -> None:
+        start = (done[0] % steps) * batch_size
+        done[0] += 1
+        batch = beats[order[start : start + batch_size]]
+        loss = _loss(model, batch)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+
+    step.model = model  # for a look at what the steps trained
+    return step
+
+
+def graphed_step(beats: torch.Tensor, batch_size: int, *, seed: int = 0) -> Callable[[], None]:
+    """The same step captured as a CUDA graph: each call gathers the next batch into the graph's input buffer
+    and replays forward, backward and the fused Adam update as one launch.
+
+    Follows PyTorch's recipe (warm-up on a side stream, ``torch.cuda.graph``, an optimizer with
+    ``capturable=True``). Raises :class:`RuntimeError` with the reason when capture fails (under RMM's
+    PyTorch allocator it does).
+    """
+    _check_beats(beats, batch_size)
+    if not beats.is_cuda:
+        raise ValueError("CUDA graphs capture GPU work: move the beats to the GPU first")
+    torch.manual_seed(seed)
+    model = vae.BeatVAE(beats.shape[1], latent=8).to(beats.device)
+    optimizer = torch.optim.Adam(model.parameters(), lr=2e-3, fused=True, capturable=True)
+    order = torch.randperm(len(beats), device=beats.device)
+    steps, done = len(beats) // batch_size, [0]
+    static_batch = beats[order[:batch_size]].clone()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    try:
+        with torch.cuda.stream(side):  # warm-ups: autograd and the optimizer allocate their state here
+            for _ in range(3):
+                optimizer.zero_grad(set_to_none=True)
+                _loss(model, static_batch).backward()
+                optimizer.step()
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        optimizer.zero_grad(set_to_none=True)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # a note on AccumulateGrad streams, about DDP
+            with torch.cuda.graph(graph):
+                _loss(model, static_batch).backward()
+                optimizer.step()
+    except RuntimeError as error:
+        reason = str(error).strip().splitlines()[0]
+        raise RuntimeError(f"CUDA graph capture failed: {reason}") from error
+
+    def step() -> None:
+        start = (done[0] % steps) * batch_size
+        done[0] += 1
+        torch.index_select(beats, 0, order[start : start + batch_size], out=static_batch)
+        graph.replay()
+
+    return step
+
+
+def time_steps(step: Callable[[], None], *, steps: int = 50, warmup: int = 10) -> float:
+    """Milliseconds per call of ``step``: CUDA events around ``steps`` calls, after ``warmup`` calls."""
+    from support.bench import time_cuda
+
+    if steps < 1:
+        raise ValueError(f"time at least one step, not {steps}")
+
+    def many() -> None:
+        for _ in range(steps):
+            step()
+
+    for _ in range(warmup):
+        step()
+    return time_cuda(many, warmup=0, repeat=3, label="steps").median * 1e3 / steps
+
+
+def profile_steps(step: Callable[[], None], *, steps: int = 20) -> StepProfile:
+    """Run ``step`` ``steps`` times under the profiler (after warm-ups) and summarize each step's kernels."""
+    import time
+
+    from torch.profiler import ProfilerActivity, profile
+
+    for _ in range(5):
+        step()
+    torch.cuda.synchronize()
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*Profiler clears events", category=UserWarning)
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as recording:
+            started = time.perf_counter()
+            for _ in range(steps):
+                step()
+            torch.cuda.synchronize()
+            wall = time.perf_counter() - started
+    handle, path = tempfile.mkstemp(suffix=".json")
+    os.close(handle)
+    try:
+        recording.export_chrome_trace(path)
+        with open(path) as trace:
+            events = json.load(trace).get("traceEvents", [])
+    finally:
+        os.unlink(path)
+    return kernel_summary(events, steps, wall)
+
+
+def compare_in_process(allocator: str, batch_size: int = 512, beats: int = 20_000, width: int = 176) -> dict:
+    """Eager, fused and graphed steps on random beats, with ``allocator`` ("torch" or "rmm", the one pool)."""
+    if allocator not in ("torch", "rmm"):
+        raise ValueError(f"allocator must be 'torch' or 'rmm', not {allocator!r}")
+    if allocator == "rmm":
+        from support.memory import use_one_pool
+
+        use_one_pool()
+    data = torch.randn(beats, width, device="cuda", generator=torch.Generator("cuda").manual_seed(0))
+    result = {"allocator": allocator, "batch_size": batch_size}
+    result["eager ms"] = time_steps(eager_step(data, batch_size))
+    result["eager, fused Adam ms"] = time_steps(eager_step(data, batch_size, fused=True))
+    try:
+        result["CUDA graph ms"] = time_steps(graphed_step(data, batch_size))
+    except RuntimeError as error:
+        result["CUDA graph error"] = str(error)
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m support.ecg.step_speed", description=__doc__.splitlines()[0])
+    parser.add_argument("--allocator", choices=("torch", "rmm"), default="torch")
+    parser.add_argument("--batch-size", type=int, default=512)
+    args = parser.parse_args(argv)
+    print(json.dumps(compare_in_process(args.allocator, args.batch_size)), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    code = main()
+    # A failed capture leaves the capturing stream invalidated, and tearing PyTorch and RMM down afterwards can
+    # fail on it; the result is printed already, so leave without the teardown.
+    os._exit(code)

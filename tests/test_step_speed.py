@@ -1,0 +1,42 @@
+"""support.ecg.step_speed on the CPU: the trace summary, the eager step, and the refusals. The timings and the
+CUDA graph run in chapter 6 on the GPU."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from support.ecg import step_speed
+
+
+def test_the_trace_summary_counts_kernels_per_step_and_their_share_of_the_step():
+    events = [{"cat": "kernel", "dur": 250.0}] * 6 + [{"cat": "cuda_runtime", "dur": 900.0}]
+    profile = step_speed.kernel_summary(events, steps=3, wall_seconds=0.006)
+    assert (profile.kernels, profile.kernel_ms, profile.step_ms) == (2.0, 0.5, 2.0)
+    assert profile.busy_share == pytest.approx(0.25)
+    with pytest.raises(ValueError, match="no kernels"):
+        step_speed.kernel_summary([{"cat": "cpu_op", "dur": 1.0}], steps=1, wall_seconds=1.0)
+    with pytest.raises(ValueError, match="at least one step"):
+        step_speed.kernel_summary(events, steps=0, wall_seconds=1.0)
+
+
+def test_an_eager_step_trains_on_consecutive_batches():
+    shape = torch.sin(torch.linspace(0, 6.28, 64))
+    beats = shape + 0.05 * torch.randn(64, 64, generator=torch.Generator().manual_seed(0))
+    step = step_speed.eager_step(beats, 16)
+    step.model.eval()
+    before = step_speed._loss(step.model, beats).item()
+    step.model.train()
+    for _ in range(40):  # wraps around after four batches
+        step()
+    step.model.eval()
+    assert step_speed._loss(step.model, beats).item() < 0.5 * before  # the steps trained the model
+    with pytest.raises(ValueError, match="at least 128 beats"):
+        step_speed.eager_step(beats, 128)
+
+
+def test_a_cuda_graph_needs_gpu_beats_and_the_comparison_names_its_allocators():
+    with pytest.raises(ValueError, match="move the beats to the GPU"):
+        step_speed.graphed_step(torch.zeros(32, 64), 16)
+    with pytest.raises(ValueError, match="allocator must be 'torch' or 'rmm'"):
+        step_speed.compare_in_process("cupy")
