@@ -2,6 +2,9 @@
 
 They live in their own module, with ``cuda`` a module global, so that Numba's CUDA simulator can stand in
 for the GPU in tests. Call them through :mod:`support.ecg.kernels`, which checks the arguments.
+
+``cache=True`` keeps each compiled kernel in ``__pycache__``: a second process (the command line run again)
+loads it instead of compiling it again.
 """
 
 from numba import cuda
@@ -13,21 +16,21 @@ is_plausible = cuda.jit(device=True)(_is_plausible)
 embedded_value = cuda.jit(device=True)(_embedded_value)
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def gate(y, half_window, threshold, out):
     i = cuda.grid(1)
     if i < y.shape[0]:
         out[i] = 1 if is_peak(y, i, half_window, threshold) else 0
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def plausible(peaks, min_gap, max_gap, out):
     k = cuda.grid(1)
     if k < peaks.shape[0]:
         out[k] = 1 if is_plausible(peaks, k, min_gap, max_gap) else 0
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def embed(signal, peaks, keep, rows, anchor, out):
     k, column = cuda.grid(2)
     if k < peaks.shape[0] and column < out.shape[1] and keep[k]:

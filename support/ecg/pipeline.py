@@ -275,7 +275,7 @@ def evaluate(result: PipelineResult, r_peaks: np.ndarray, labels: np.ndarray) ->
 SIDES = ("gpu", "cpu", "cpu, fastest")
 
 
-def time_shared_stages(path, config: PipelineConfig, *, on: str, warmup: int = 1, repeat: int = 3) -> dict:
+def time_shared_stages(path, config: PipelineConfig, *, on: str, warmup: int = 2, repeat: int = 5) -> dict:
     """Time each stage of :data:`SHARED_STAGES` on one of :data:`SIDES`: CUDA events on the GPU, the wall clock
     on the CPU.
 
