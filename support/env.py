@@ -271,42 +271,25 @@ def missing_modules(names: Iterable[str]) -> list[str]:
     return missing
 
 
-#: Distribution names a library is published under, besides its import name: pip's CUDA builds carry suffixes.
-DISTRIBUTION_SUFFIXES = ("", "-cu13", "-cu12", "-cuda13x", "-cuda12x")
-
-
-def _distribution_version(import_name: str, distributions=None) -> str | None:
-    """The version of the library imported as ``import_name``: its ``__version__`` when it is imported, else
-    the metadata of the distributions it is published as (:data:`DISTRIBUTION_SUFFIXES`), else, when
-    ``distributions`` is a callable, the import-name map it returns (a scan of every installed distribution,
-    seconds on a large environment, so it is the last resort)."""
+def _distribution_version(import_name: str, distributions: dict[str, list[str]]) -> str | None:
     module = sys.modules.get(import_name)
     if module is not None and isinstance(getattr(module, "__version__", None), str):
         return module.__version__
-    base = import_name.replace("_", "-")
-
-    def first_found(names) -> str | None:
-        for dist in names:
-            try:
-                return importlib.metadata.version(dist)
-            except importlib.metadata.PackageNotFoundError:
-                continue
-        return None
-
-    found = first_found(base + suffix for suffix in DISTRIBUTION_SUFFIXES)
-    if found is None and callable(distributions):
-        found = first_found(distributions().get(import_name, []))
-    return found
+    for dist in distributions.get(import_name, []):
+        try:
+            return importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return None
 
 
 def stack_versions(names: Sequence[str] = GPU_STACK) -> dict[str, str | None]:
     """Version of each library in ``names`` (import names), or None where it is not installed.
 
-    Reads package metadata, so ``cudf`` is found whether it came as ``cudf`` (conda) or ``cudf-cu13`` (pip). The
-    scan of every installed distribution runs only for a name that no direct lookup finds, and at most once.
+    Reads package metadata, so ``cudf`` is found whether it came as ``cudf`` (conda) or ``cudf-cu13`` (pip).
     """
-    scan = functools.cache(importlib.metadata.packages_distributions)
-    return {name: _distribution_version(name, scan) for name in names}
+    distributions = importlib.metadata.packages_distributions()
+    return {name: _distribution_version(name, distributions) for name in names}
 
 
 def cuda_runtime_version() -> str | None:

@@ -1,8 +1,6 @@
 """support.env: GPU detection through a stand-in driver, the banner, clear errors without a GPU."""
 
-import importlib.metadata
 import re
-import sys
 
 import pytest
 
@@ -184,30 +182,3 @@ def test_gpu_memory_is_read_from_nvidia_smi_in_mib(monkeypatch):
 
     monkeypatch.setattr(subprocess, "run", missing)
     assert env.gpu_memory_mib("used") is None
-
-
-def test_stack_versions_finds_suffixed_pip_names_and_scans_only_when_it_must(monkeypatch):
-    published = {"cudf-cu13": "26.10.2", "pyyaml-dist": "6.0"}
-
-    def version(dist):
-        if dist in published:
-            return published[dist]
-        raise importlib.metadata.PackageNotFoundError(dist)
-
-    scans = []
-
-    def scan():
-        scans.append(1)
-        return {"yaml": ["pyyaml-dist"]}
-
-    monkeypatch.setattr(env.importlib.metadata, "version", version)
-    monkeypatch.setattr(env.importlib.metadata, "packages_distributions", scan)
-    monkeypatch.delitem(sys.modules, "cudf", raising=False)
-    monkeypatch.setitem(sys.modules, "yaml", None)  # imported as nothing: its metadata decides
-    assert env.stack_versions(["cudf"]) == {"cudf": "26.10.2"} and scans == []  # found directly, no scan
-    assert env.stack_versions(["yaml", "nothing_here", "cudf"]) == {
-        "yaml": "6.0",
-        "nothing_here": None,
-        "cudf": "26.10.2",
-    }
-    assert scans == [1]  # one scan for the names no direct lookup found
