@@ -111,15 +111,20 @@ class TrafficMeter:
         ]
 
 
-def _copies_of(recording) -> Copies:
+def trace_events(recording) -> list[dict]:
+    """The events of a finished ``torch.profiler`` recording, as its Chrome trace lists them."""
     handle, path = tempfile.mkstemp(suffix=".json")
     os.close(handle)
     try:
         recording.export_chrome_trace(path)
         with open(path) as trace:
-            return copies_in_trace(json.load(trace).get("traceEvents", []))
+            return json.load(trace).get("traceEvents", [])
     finally:
         os.unlink(path)
+
+
+def _copies_of(recording) -> Copies:
+    return copies_in_trace(trace_events(recording))
 
 
 def self_check(nbytes: int = 2**20) -> dict[str, Copies]:

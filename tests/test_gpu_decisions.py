@@ -198,3 +198,18 @@ def test_the_meter_counts_each_direction_and_refuses_an_unknown_one():
     assert (copies.device_to_host, copies.device_to_device, copies.across_host_link, copies.count) == (10, 5, 10, 2)
     with pytest.raises(ValueError, match="unknown direction"):
         traffic.copies_in_trace([{"cat": "gpu_memcpy", "name": "Memcpy ??", "args": {}}])
+
+
+def test_trace_events_reads_what_the_recording_exports_and_leaves_no_file(tmp_path, monkeypatch):
+    import json
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+
+    class Recording:
+        def export_chrome_trace(self, path):
+            with open(path, "w") as trace:
+                json.dump({"traceEvents": [{"cat": "kernel", "dur": 3.0}]}, trace)
+
+    assert traffic.trace_events(Recording()) == [{"cat": "kernel", "dur": 3.0}]
+    assert list(tmp_path.iterdir()) == []  # the temporary trace is gone

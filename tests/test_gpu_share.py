@@ -99,3 +99,31 @@ def test_the_guards_answer_for_the_share_a_process_sees():
     managed = [answer for question, answer in shared.items() if "managed" in question]
     assert len(managed) == 1 and managed[0].startswith("refused: a managed allocation of 23.25 GiB")
     assert alone["a managed allocation of 117.00 GiB"].startswith("refused")
+
+
+def test_managed_memory_within_a_share_is_read_before_and_after_its_prefetch(monkeypatch):
+    import sys
+    import types
+
+    from support.memory import guards, managed
+    from support.memory.sizes import GIB
+
+    free = [10 * GIB]
+    events = []
+
+    def fake_array(shape, dtype):
+        events.append(("allocate", shape))
+        free[0] -= shape[0] * 4
+        return types.SimpleNamespace(fill=lambda value: events.append(("fill", value)))
+
+    monkeypatch.setattr(managed, "managed_array", fake_array)
+    monkeypatch.setattr(managed, "prefetch", lambda array: events.append(("prefetch",)))
+    rmm = types.ModuleType("rmm")
+    rmm.mr = types.SimpleNamespace(available_device_memory=lambda: (free[0], 16 * GIB))
+    cupy = types.ModuleType("cupy")
+    cupy.cuda = types.SimpleNamespace(runtime=types.SimpleNamespace(deviceSynchronize=lambda: events.append(("sync",))))
+    monkeypatch.setitem(sys.modules, "rmm", rmm)
+    monkeypatch.setitem(sys.modules, "cupy", cupy)
+    before, after = guards.managed_within_share(2 * GIB)
+    assert (before, after) == (10 * GIB, 8 * GIB)
+    assert [e[0] for e in events] == ["allocate", "prefetch", "fill", "sync"]  # read only once the pages are there

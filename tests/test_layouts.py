@@ -159,3 +159,29 @@ def test_pipeline_stages_are_the_same_with_and_without_round_trips():
     assert [row["speed-up over the CPU"] for row in runs.rows()] == ["1.0×", "100×", "2.0×"]
     rows = host_link.bandwidth_rows({"host→GPU, pinned": _timing("p", 0.02)}, 2**30)
     assert rows[0]["GB/s"] == round(2**30 / 0.02 / 1e9, 1)
+
+
+def test_side_by_side_times_every_cpu_contender_and_the_gpu_once_each(monkeypatch):
+    from support import bench
+
+    timed = []
+
+    def fake(clock):
+        def time(fn, *, label, warmup, repeat):
+            fn()
+            timed.append((clock, label, warmup, repeat))
+            return _timing(label, {"wall": 2.0, "cuda-events": 0.5}[clock])
+
+        return time
+
+    monkeypatch.setattr(bench, "time_wall", fake("wall"))
+    monkeypatch.setattr(bench, "time_cuda", fake("cuda-events"))
+    ran = []
+    result = speedups.side_by_side(
+        "work", {"NumPy": lambda: ran.append("np"), "Numba": lambda: ran.append("nb")}, lambda: ran.append("gpu")
+    )
+    assert ran == ["np", "nb", "gpu"] and list(result.cpu) == ["NumPy", "Numba"]
+    assert [t[:2] for t in timed] == [("wall", "work (NumPy)"), ("wall", "work (Numba)"), ("cuda-events", "work (GPU)")]
+    assert result.speedup == pytest.approx(4.0)
+    with pytest.raises(ValueError, match="at least one CPU contender"):
+        speedups.side_by_side("work", {}, lambda: None)

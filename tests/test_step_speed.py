@@ -40,3 +40,21 @@ def test_a_cuda_graph_needs_gpu_beats_and_the_comparison_names_its_allocators():
         step_speed.graphed_step(torch.zeros(32, 64), 16)
     with pytest.raises(ValueError, match="allocator must be 'torch' or 'rmm'"):
         step_speed.compare_in_process("cupy")
+
+
+def test_time_steps_warms_up_then_reports_milliseconds_per_step(monkeypatch):
+    from support import bench
+
+    calls = []
+
+    def fake_time_cuda(work, *, warmup, repeat, label):
+        assert (warmup, repeat) == (0, 3)  # the warm-up steps ran already, outside the timing
+        work()
+        return bench.Timing(label, (0.2, 0.1, 0.3), "cuda-events")  # seconds for the whole batch of steps
+
+    monkeypatch.setattr(bench, "time_cuda", fake_time_cuda)
+    ms = step_speed.time_steps(lambda: calls.append(1), steps=40, warmup=5)
+    assert len(calls) == 5 + 40  # five warm-ups, then one timed run of forty steps (the fake runs it once)
+    assert ms == pytest.approx(0.2 * 1e3 / 40)
+    with pytest.raises(ValueError, match="at least one step"):
+        step_speed.time_steps(lambda: None, steps=0)

@@ -1,7 +1,8 @@
 """Where a training step of the beat autoencoder spends its time, and what makes it faster.
 
-Once the beats stay on the GPU, training a model this small is *launch-bound*: each step launches about a
-hundred and forty short kernels, and the GPU waits between them while Python and PyTorch prepare the next one.
+Once the beats stay on the GPU, training a model this small is *launch-bound*: each step launches a short kernel
+per layer, per direction and per optimizer update, and the GPU waits between them while Python and PyTorch
+prepare the next one.
 This module measures that and the usual fixes:
 
 - :func:`profile_steps` runs a few steps under ``torch.profiler`` and returns, per step, how many kernels ran,
@@ -20,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import tempfile
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import torch
 
 from support.ecg import vae
+from support.traffic import trace_events
 
 
 @dataclass(frozen=True)
@@ -171,14 +172,7 @@ def profile_steps(step: Callable[[], None], *, steps: int = 20) -> StepProfile:
                 step()
             torch.cuda.synchronize()
             wall = time.perf_counter() - started
-    handle, path = tempfile.mkstemp(suffix=".json")
-    os.close(handle)
-    try:
-        recording.export_chrome_trace(path)
-        with open(path) as trace:
-            events = json.load(trace).get("traceEvents", [])
-    finally:
-        os.unlink(path)
+    events = trace_events(recording)
     return kernel_summary(events, steps, wall)
 
 
