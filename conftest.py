@@ -2,7 +2,9 @@
 
 - Notebooks (collected by nbval) that need a GPU are skipped with the reason "needs a CUDA GPU" on a machine
   without one, and with the missing libraries named on a GPU machine without the book's stack.
-- ``--require-gpu`` (``make test-gpu``) turns that skip into a failure: the run stops and says why.
+- ``--require-gpu`` (``make test-gpu``) turns that skip into a failure: the run stops and says why. A notebook
+  that needs more GPUs than the machine has (``book.gpus`` in its metadata: chapter 7 needs two) is skipped
+  with that reason, also under ``--require-gpu``.
 - nbval ignores stderr (library warnings, progress bars) when comparing outputs; tests/nbval_sanitize.cfg masks
   timings, addresses, GPU names and versions.
 - Where there is no GPU, Numba's CUDA simulator is switched on (``NUMBA_ENABLE_CUDASIM=1``) before anything
@@ -65,12 +67,13 @@ def pytest_collectstart(collector):
 
 def pytest_collection_modifyitems(config, items):
     reason = gpu_skip_reason()
-    if reason is None:
-        return
-    skip = pytest.mark.skip(reason=reason)
     for item in items:
-        if _is_notebook_node(item) and book.needs_gpu(item.parent.nb):
-            item.add_marker(skip)
+        if not _is_notebook_node(item):
+            continue
+        needed = book.gpus_needed(item.parent.nb)
+        why = (reason or env.too_few_gpus(needed)) if needed else None
+        if why:
+            item.add_marker(pytest.mark.skip(reason=why))
 
 
 @pytest.fixture(scope="session")

@@ -79,6 +79,14 @@ def needs_gpu(notebook) -> bool:
     return bool(notebook.metadata.get("book", {}).get("needs_gpu", True))
 
 
+def gpus_needed(notebook) -> int:
+    """How many GPUs a notebook needs: ``book.gpus`` in its metadata, 1 when it needs a GPU and says nothing,
+    0 when it needs none."""
+    if not needs_gpu(notebook):
+        return 0
+    return int(notebook.metadata.get("book", {}).get("gpus", 1))
+
+
 def code_cells(notebook) -> list:
     """The code cells that hold code (empty cells are left out)."""
     return [cell for cell in notebook.cells if cell.cell_type == "code" and cell.source.strip()]

@@ -1,28 +1,40 @@
-"""Many ECG recordings on several workers with Dask: the groundwork of chapter 7 (beyond one GPU).
+"""Many ECG recordings on several workers with Dask: the code of chapter 7 (beyond one GPU).
 
 The same code runs on a laptop's cores and on a machine's GPUs; only the cluster differs:
 
 - :func:`make_cluster` starts ``dask_cuda.LocalCUDACluster`` on a GPU machine (one worker per GPU, each with its
-  own RMM pool, chapter 4's lesson applied per process) or ``distributed.LocalCluster`` on the CPU;
-- :func:`write_recordings` writes N synthetic recordings (chapter 6's generator, one seed each, some with more
-  anomalies) as one CSV per recording, and returns their metadata table;
-- :func:`recording_summary` is the per-recording task: chapter 6's stages from reading to beats, where the data
-  lives (the worker's GPU, or its CPU), reduced to one row of beat statistics;
-- :func:`summarize` maps that task over the files with ``client.map``, one task per recording, on whichever
-  worker is free;
-- :func:`rank_recordings` joins the summaries with the metadata and ranks the recordings: a stage that needs
-  data from every recording at once, done as a Dask DataFrame merge (a shuffle between workers).
+  own RMM pool that cuDF, CuPy and PyTorch share: chapter 4's lesson applied per process) or
+  ``distributed.LocalCluster`` on the CPU; :func:`worker_devices` shows which GPU each worker sees;
+- :func:`write_recording` writes one synthetic recording (chapter 6's generator, one seed each, some with more
+  anomalies) as a CSV, with its truth beside it, and returns its row of the metadata table;
+- :func:`train_on_sample` trains one model for every recording, on beats sampled from a few of them;
+- :func:`beat_table` is the per-recording task: chapter 6's stages from the CSV to a score per beat, where the
+  data lives (the worker's GPU, or its CPU), returned as a data frame that stays on the worker;
+- :func:`recording_quality` judges one recording's scores against its truth, where the table lives;
+- :func:`rank_recordings` joins every beat with its recording's metadata and ranks the recordings: a stage that
+  needs the data of every recording at once (a shuffle between workers, or a broadcast of the small table);
+- :func:`task_stream_figure` draws what each worker did and when, from the scheduler's task stream (the
+  dashboard's "Task Stream" plot, as a figure for the page).
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-#: The per-recording statistics :func:`recording_summary` returns, in order.
-SUMMARY_COLUMNS = ("recording", "seconds", "beats", "median_bpm", "short_rr_share", "long_rr_share")
+#: The columns of :func:`beat_table`: one row per beat after the first of a recording.
+BEAT_COLUMNS = ("recording", "time_s", "rr_s", "score", "flagged", "short_rr", "label")
+
+#: The columns of :func:`rank_recordings`, in order.
+RANK_COLUMNS = ("recording", "ectopic_rate", "beats", "mean_bpm", "flagged_share", "short_rr_share")
+
+#: ``label`` of a beat whose recording has no truth file beside it.
+UNKNOWN_LABEL = -1
 
 
 @dataclass(frozen=True)
@@ -50,94 +62,417 @@ def recording_specs(count: int, hours: float, *, seed: int = 0) -> list[Recordin
     return [RecordingSpec(seed + k, hours, ectopic_rate=0.06 if k % 3 == 0 else 0.02) for k in range(count)]
 
 
-def write_recordings(folder, specs: list[RecordingSpec], *, fs: float = 250.0, xp=np):
-    """Write each recording as ``<name>.csv`` in ``folder``; return (paths, metadata as a pandas DataFrame)."""
-    import pandas as pd
+def _array_module(on: str):
+    if on == "gpu":
+        import cupy
 
+        return cupy
+    if on == "cpu":
+        return np
+    raise ValueError(f"on must be 'gpu' or 'cpu', not {on!r}")
+
+
+def truth_path(csv_path) -> Path:
+    """Where :func:`write_recording` keeps the true R peaks and labels of the recording at ``csv_path``."""
+    csv_path = Path(csv_path)
+    return csv_path.with_name(f"{csv_path.stem}.truth.npz")
+
+
+def write_recording(spec: RecordingSpec, folder, *, fs: float = 250.0, on: str = "cpu") -> dict[str, object]:
+    """Synthesize ``spec`` (on the GPU with ``on="gpu"``), write it as ``<name>.csv`` in ``folder`` with its truth
+    beside it, and return its row of the metadata table."""
     from support.ecg import reading, synthetic
 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    paths, rows = [], []
-    for spec in specs:
-        ecg = synthetic.synthesize(
-            hours=spec.hours, fs=fs, seed=spec.seed, xp=xp, ectopic_rate=spec.ectopic_rate, noise_rate=spec.noise_rate
-        )
-        paths.append(reading.write_csv(ecg.signal, folder / f"{spec.name}.csv"))
-        counts = ecg.counts()
-        rows.append(
-            {"recording": spec.name, "seed": spec.seed, "hours": spec.hours, "ectopic_rate": spec.ectopic_rate}
-            | {f"true {kind}": n for kind, n in counts.items()}
-        )
-    return paths, pd.DataFrame(rows)
+    ecg = synthetic.synthesize(
+        hours=spec.hours,
+        fs=fs,
+        seed=spec.seed,
+        xp=_array_module(on),
+        ectopic_rate=spec.ectopic_rate,
+        noise_rate=spec.noise_rate,
+    )
+    path = reading.write_csv(ecg.signal, folder / f"{spec.name}.csv")
+    np.savez(truth_path(path), r_peaks=ecg.r_peaks, labels=ecg.labels)
+    counts = {f"true {kind}": n for kind, n in ecg.counts().items()}
+    return {"recording": spec.name, "seed": spec.seed, "hours": spec.hours, "ectopic_rate": spec.ectopic_rate} | counts
 
 
-def recording_summary(path, fs: float = 250.0, on: str = "cpu") -> dict[str, object]:
-    """Chapter 6's stages from the CSV at ``path`` to the beats, on ``on`` ("gpu" or "cpu"), as one row:
-    the number of beats, the median heart rate, and the shares of RR intervals much shorter or longer than
-    the median (premature beats, and the pauses after them)."""
-    from support.ecg import beats as beat_tools
+def write_recordings(folder, specs: list[RecordingSpec], *, fs: float = 250.0, on: str = "cpu", client=None):
+    """Write every recording (one task each on ``client``'s workers, if given); return (paths, metadata as a
+    pandas DataFrame), both in the order of ``specs``."""
+    import pandas as pd
+
+    if client is None:
+        rows = [write_recording(spec, folder, fs=fs, on=on) for spec in specs]
+    else:
+        rows = client.gather(client.map(write_recording, specs, folder=str(folder), fs=fs, on=on, pure=False))
+    return [Path(folder) / f"{spec.name}.csv" for spec in specs], pd.DataFrame(rows)
+
+
+@dataclass
+class GlobalModel:
+    """One model for every recording: the autoencoder (kept on the CPU to travel between processes), the score
+    above which a beat is flagged, and the sampling rate of the recordings it was trained on."""
+
+    model: object  # support.ecg.vae.BeatVAE
+    threshold: float
+    fs: float
+    trained_on: int  # beats
+
+    def scores(self, tensor):
+        """Anomaly scores of the beats in ``tensor``, computed where they live."""
+        from support.ecg import vae
+
+        return vae.anomaly_scores(self.model.to(tensor.device), tensor)
+
+
+def _beats_of(path, fs: float, on: str):
     from support.ecg import pipeline, reading
-    from support.ecg.backend import array_module
 
     recording = reading.read_signal(path, on=on)
-    config = pipeline.PipelineConfig(fs=fs, progress=False)
     pipeline.check_length(recording.signal, fs)
-    response, clean = pipeline.convolve(recording.signal, fs)
-    candidates = pipeline.find_candidates(response, config)
-    found = beat_tools.extract_beats(clean, candidates, fs, limits=config.limits)
-    xp = array_module(found.peaks)
-    rr = xp.diff(found.peaks).astype(xp.float64) / fs
-    if len(rr) < 2:
-        raise ValueError(f"{path}: fewer than three beats were found; is this an ECG sampled at {fs:g} Hz?")
-    median = float(xp.median(rr))
+    return pipeline.find_beats(recording.signal, pipeline.PipelineConfig(fs=fs, progress=False))
+
+
+def train_on_sample(
+    paths, *, beats_per_recording: int = 8000, fs: float = 250.0, on: str = "cpu", flag_share: float = 0.03, seed=0
+) -> GlobalModel:
+    """Train chapter 6's autoencoder on up to ``beats_per_recording`` beats drawn from each recording in ``paths``,
+    and set the threshold that flags the ``flag_share`` of those beats that score highest."""
+    import torch
+
+    from support.ecg import pipeline, vae
+
+    if not 0 < flag_share < 1:
+        raise ValueError(f"flag_share must lie strictly between 0 and 1, not {flag_share}")
+    xp = _array_module(on)
+    rng = np.random.default_rng(seed)
+    sampled = []
+    for path in paths:
+        matrix = _beats_of(path, fs, on).matrix
+        rows = np.sort(rng.choice(len(matrix), size=min(beats_per_recording, len(matrix)), replace=False))
+        sampled.append(matrix[xp.asarray(rows)])
+    tensor = pipeline.to_torch(xp.concatenate(sampled))
+    config = pipeline.PipelineConfig(fs=fs, seed=seed, progress=False)
+    training = vae.train(
+        tensor, latent=config.latent, epochs=config.epochs, batch_size=config.batch_size, seed=seed, progress=False
+    )
+    scores = vae.anomaly_scores(training.model, tensor)
+    threshold = float(torch.quantile(scores.float(), 1 - flag_share))
+    return GlobalModel(training.model.cpu(), threshold, fs, trained_on=len(tensor))
+
+
+def _frame(on: str, columns: dict):
+    if on == "gpu":
+        import cudf
+
+        return cudf.DataFrame(columns)
+    import pandas as pd
+
+    return pd.DataFrame(columns)
+
+
+def empty_beat_table(on: str = "cpu"):
+    """A table with :data:`BEAT_COLUMNS` and no rows: the ``meta`` Dask needs to know the tables' types."""
+    xp = _array_module(on)
+    kinds = {"time_s": xp.float64, "rr_s": xp.float64, "score": xp.float32, "flagged": xp.float32}
+    columns = {"recording": []} | {name: xp.zeros(0, dtype=kind) for name, kind in kinds.items()}
+    columns |= {"short_rr": xp.zeros(0, dtype=xp.float32), "label": xp.zeros(0, dtype=xp.int8)}
+    frame = _frame(on, columns)
+    frame["recording"] = frame["recording"].astype(str)
+    return frame
+
+
+def beat_table(path, model: GlobalModel, *, on: str = "cpu", meter=None):
+    """Chapter 6's stages on the recording at ``path``, where the data lives: read, find and embed the beats,
+    score them with ``model``; one row per beat after the first (cuDF on the GPU, pandas on the CPU).
+
+    ``flagged`` is 1 where the score passes the model's threshold, ``short_rr`` where the interval before the
+    beat is under 80 % of the recording's median (a premature beat). ``label`` is the true kind of the beat
+    (chapter 6's labels) when the truth file of :func:`write_recording` lies beside the CSV, else
+    :data:`UNKNOWN_LABEL`. A :class:`support.traffic.TrafficMeter` passed as ``meter`` records the copies of
+    each stage.
+    """
+    from support.ecg import beats as beat_tools
+    from support.ecg import pipeline
+    from support.ecg.backend import to_host
+    from support.interop import share
+
+    xp = _array_module(on)
+    stage = meter.stage if meter is not None else (lambda name: contextlib.nullcontext())
+    with stage("read"):
+        from support.ecg import reading
+
+        recording = reading.read_signal(path, on=on)
+        pipeline.check_length(recording.signal, model.fs)
+    with stage("beats"):
+        found = pipeline.find_beats(recording.signal, pipeline.PipelineConfig(fs=model.fs, progress=False))
+        if len(found) < 3:
+            raise ValueError(f"{path}: fewer than three beats were found; is this an ECG sampled at {model.fs:g} Hz?")
+    with stage("score"):
+        scores = share(model.scores(pipeline.to_torch(found.matrix)), "cupy" if on == "gpu" else "numpy")
+    with stage("table"):
+        rr = xp.diff(found.peaks).astype(xp.float64) / model.fs
+        columns = {
+            "time_s": found.peaks[1:].astype(xp.float64) / model.fs,
+            "rr_s": rr,
+            "score": scores[1:],
+            "flagged": (scores[1:] > model.threshold).astype(xp.float32),
+            "short_rr": (rr < 0.8 * xp.median(rr)).astype(xp.float32),
+        }
+        table = _frame(on, columns)
+        table.insert(0, "recording", Path(path).stem)
+    truth = truth_path(path)
+    labels = np.full(len(rr), UNKNOWN_LABEL, dtype=np.int8)
+    if truth.exists():
+        with np.load(truth) as known:
+            labels = beat_tools.true_labels_of(to_host(found.peaks[1:]), known["r_peaks"], known["labels"])
+    table["label"] = xp.asarray(labels.astype(np.int8))
+    return table
+
+
+def recording_quality(table) -> dict[str, object]:
+    """How well the scores of one recording's :func:`beat_table` separate its anomalies from its normal beats
+    (AUROC, overall and ectopic beats alone), and the share of its beats flagged."""
+    from support.ecg import metrics
+    from support.ecg.synthetic import ECTOPIC, NORMAL
+
+    label = np.asarray(table["label"].to_numpy())
+    score = np.asarray(table["score"].to_numpy())
+    name = str(table["recording"].iloc[0])
+    if (label == UNKNOWN_LABEL).any():
+        raise ValueError(f"{name}: no truth for some beats; write the recording with write_recording")
+    ectopic_or_normal = (label == ECTOPIC) | (label == NORMAL)
     return {
-        "recording": Path(path).stem,
-        "seconds": len(recording.signal) / fs,
-        "beats": int(len(found.peaks)),
-        "median_bpm": 60.0 / median,
-        "short_rr_share": float((rr < 0.8 * median).mean()),
-        "long_rr_share": float((rr > 1.2 * median).mean()),
+        "recording": name,
+        "beats": len(label),
+        "anomalies": int((label != NORMAL).sum()),
+        "auroc": metrics.auroc(score, label != NORMAL),
+        "auroc ectopic vs normal": metrics.auroc(score[ectopic_or_normal], label[ectopic_or_normal] == ECTOPIC),
     }
 
 
-def make_cluster(kind: str = "cpu", *, workers: int | None = None, rmm_pool_size: str | None = "4GB"):
-    """A local Dask cluster: ``"gpu"`` is ``dask_cuda.LocalCUDACluster`` (one worker per visible GPU, each with an
-    RMM pool of ``rmm_pool_size``), ``"cpu"`` a ``distributed.LocalCluster`` of ``workers`` single-threaded
-    processes. Returns the cluster; ``distributed.Client(cluster)`` connects to it."""
+def rank_recordings(tables, metadata, *, on: str = "cpu", broadcast: bool = False):
+    """Join every beat of ``tables`` (futures or delayed :func:`beat_table` results) with its recording's row of
+    ``metadata`` and rank the recordings by their share of flagged beats, highest first (a pandas DataFrame).
+
+    ``broadcast=False`` hash-partitions both sides by recording (a shuffle: each worker sends every beat row to
+    the partition that owns its recording); ``broadcast=True`` sends the small metadata table, as one partition,
+    to every beat partition instead, and no beat moves.
+    """
+    import dask.dataframe as dd
+
+    if on == "gpu":
+        import dask_cudf  # noqa: F401 - registers cuDF partitions with Dask DataFrame
+
+    beats = dd.from_delayed(list(tables), meta=empty_beat_table(on), verify_meta=False)
+    info = metadata[["recording", "ectopic_rate"]]
+    if on == "gpu":
+        import cudf
+
+        info = cudf.from_pandas(info)
+    # A one-partition table is joined to each beat partition where that partition lies (Dask's own choice for a
+    # small table). Dask's broadcast join of a table in several partitions merges each beat partition with each
+    # of them in separate tasks and gathers the pieces, which moves beat rows between workers after all.
+    options = {} if broadcast else {"broadcast": False, "shuffle_method": "tasks"}
+    right = dd.from_pandas(info, npartitions=1 if broadcast else 2)
+    right = right.astype({"recording": beats.dtypes["recording"]})
+    joined = beats.merge(right, on="recording", how="inner", **options)
+    per_recording = joined.groupby(["recording", "ectopic_rate"]).agg(
+        {"time_s": "count", "rr_s": "mean", "flagged": "mean", "short_rr": "mean"}
+    )
+    result = per_recording.compute()
+    result = result.to_pandas() if hasattr(result, "to_pandas") else result
+    result = result.reset_index().rename(
+        columns={"time_s": "beats", "flagged": "flagged_share", "short_rr": "short_rr_share"}
+    )
+    result["mean_bpm"] = 60.0 / result.pop("rr_s")
+    missing = sorted(set(metadata["recording"]) - set(result["recording"]))
+    if len(result) != len(tables) or missing:
+        raise ValueError(f"recordings without beats or metadata: {missing or 'some tables'}")
+    ranked = result.sort_values(["flagged_share", "recording"], ascending=[False, True], ignore_index=True)
+    return ranked[list(RANK_COLUMNS)]
+
+
+def beat_table_traffic(path, model: GlobalModel, *, on: str = "gpu") -> dict[str, object]:
+    """The host↔GPU copies of each stage of :func:`beat_table` on the recording at ``path``, as a
+    :class:`support.traffic.TrafficMeter` records them in the process that runs it (a worker)."""
+    from support.traffic import TrafficMeter
+
+    meter = TrafficMeter()
+    beat_table(path, model, on=on, meter=meter)
+    return meter.stages
+
+
+def _sent_by_this_worker(dask_worker) -> int:
+    return dask_worker.transfer_outgoing_bytes_total
+
+
+def bytes_between_workers(client) -> int:
+    """Bytes the workers have sent one another so far (task results fetched by another worker), all together."""
+    return sum(client.run(_sent_by_this_worker).values())
+
+
+@dataclass
+class ScalingRun:
+    """The stages of the chapter timed on one cluster: their wall-clock timings, the bytes each ranking sent
+    between workers (beside the size of all beat tables), and the ranking itself (to check that every cluster
+    computes the same)."""
+
+    workers: int
+    timings: dict[str, object]  # stage -> support.bench.Timing
+    sent: dict[str, int]
+    ranking: object  # pandas DataFrame
+    table_bytes: int  # the beat tables' size in memory, all together
+
+
+#: The stages :func:`measure_stages` times, in order.
+STAGES = ("score every recording", "rank: shuffle", "rank: broadcast")
+
+
+def measure_stages(client, paths, model: GlobalModel, metadata, *, on: str = "cpu", warmup: int = 1, repeat: int = 3):
+    """Time each of :data:`STAGES` on ``client``'s cluster with the wall clock (``warmup`` untimed runs, then
+    ``repeat`` timed ones): all recordings scored (:func:`beat_table`, one task each, until every table is
+    done), then the tables ranked with their metadata by a shuffle and by a broadcast (:func:`rank_recordings`).
+    Returns a :class:`ScalingRun`."""
+    from distributed import wait
+
+    from support.bench import time_wall
+
+    paths = [str(p) for p in paths]
+
+    def score():
+        tables = client.map(beat_table, paths, model=model, on=on, pure=False)
+        wait(tables)
+        return tables
+
+    timings = {STAGES[0]: time_wall(score, label=STAGES[0], warmup=warmup, repeat=repeat)}
+    tables = score()
+    sent = {}
+    for stage, broadcast in zip(STAGES[1:], (False, True), strict=True):
+        rank = functools.partial(rank_recordings, tables, metadata, on=on, broadcast=broadcast)
+        before = bytes_between_workers(client)
+        rank()
+        sent[stage] = bytes_between_workers(client) - before
+        timings[stage] = time_wall(rank, label=stage, warmup=warmup, repeat=repeat)
+    workers = len(client.scheduler_info()["workers"])
+    table_bytes = sum(client.gather(client.map(_table_bytes, tables)))
+    return ScalingRun(workers, timings, sent, rank_recordings(tables, metadata, on=on), int(table_bytes))
+
+
+def _table_bytes(table) -> int:
+    return int(table.memory_usage(deep=True).sum())
+
+
+def scaling_table(one: ScalingRun, more: ScalingRun):
+    """The stages side by side on two clusters (median times, and how much faster the larger one is), and the
+    bytes each ranking sent between workers on the larger one; a pandas DataFrame."""
+    import pandas as pd
+
+    from support.bench import format_ratio, format_seconds
+    from support.memory import describe_bytes
+
+    rows = []
+    for stage in STAGES:
+        few, many = one.timings[stage].median, more.timings[stage].median
+        sent = describe_bytes(more.sent[stage]) if stage in more.sent else ""
+        rows.append(
+            {
+                "stage": stage,
+                f"{one.workers} worker{'s' * (one.workers > 1)}": format_seconds(few),
+                f"{more.workers} workers": format_seconds(many),
+                "speed-up": format_ratio(few / many),
+                f"sent between workers ({more.workers})": sent,
+            }
+        )
+    return pd.DataFrame(rows).set_index("stage")
+
+
+def make_cluster(kind: str = "cpu", *, workers: int | None = None, rmm_pool_size: str | None = "4GB", **options):
+    """A local Dask cluster: ``"gpu"`` is ``dask_cuda.LocalCUDACluster`` (one worker per visible GPU, or the first
+    ``workers`` of them, each with an RMM pool of ``rmm_pool_size`` that cuDF, CuPy and PyTorch allocate from),
+    ``"cpu"`` a ``distributed.LocalCluster`` of ``workers`` single-threaded processes. ``options`` go to the
+    cluster as they are. Returns the cluster; ``distributed.Client(cluster)`` connects to it."""
     if kind == "gpu":
         from dask_cuda import LocalCUDACluster
 
-        options = {"rmm_pool_size": rmm_pool_size} if rmm_pool_size else {}
+        if rmm_pool_size:
+            options |= {"rmm_pool_size": rmm_pool_size, "rmm_allocator_external_lib_list": ["cupy", "torch"]}
         if workers is not None:
-            options["n_workers"] = workers
+            options["CUDA_VISIBLE_DEVICES"] = list(range(workers))
         return LocalCUDACluster(**options)
     if kind == "cpu":
         from distributed import LocalCluster
 
-        return LocalCluster(n_workers=workers or 2, threads_per_worker=1, processes=True, dashboard_address=None)
+        options = {"threads_per_worker": 1, "processes": True, "dashboard_address": None} | options
+        return LocalCluster(n_workers=workers or 2, **options)
     raise ValueError(f"kind must be 'gpu' or 'cpu', not {kind!r}")
 
 
-def summarize(client, paths, *, fs: float = 250.0, on: str = "cpu"):
-    """Run :func:`recording_summary` on every file, one task each, spread over the client's workers; return a
-    pandas DataFrame with one row per recording (in the order of ``paths``)."""
+def _device_of_this_worker() -> dict[str, object]:
+    import os
+
+    row: dict[str, object] = {"CUDA_VISIBLE_DEVICES": os.environ.get("CUDA_VISIBLE_DEVICES", "(not set)")}
+    try:
+        import rmm
+        import torch
+    except ImportError:
+        return row | {"GPU": None, "memory resource": None}
+    if not torch.cuda.is_available():
+        return row | {"GPU": None, "memory resource": None}
+    return row | {
+        "GPU": torch.cuda.get_device_name(0),
+        "memory resource": type(rmm.mr.get_current_device_resource()).__name__,
+    }
+
+
+def worker_devices(client):
+    """One row per worker, by name: the GPUs it may see (``CUDA_VISIBLE_DEVICES``; the first is its own), the
+    name of its GPU and its RMM memory resource (a pandas DataFrame)."""
     import pandas as pd
 
-    futures = client.map(recording_summary, [str(p) for p in paths], fs=fs, on=on, pure=False)
-    return pd.DataFrame(client.gather(futures), columns=list(SUMMARY_COLUMNS))
+    seen = client.run(_device_of_this_worker)
+    names = {address: info["name"] for address, info in client.scheduler_info()["workers"].items()}
+    rows = sorted(({"worker": names[address]} | row for address, row in seen.items()), key=lambda r: str(r["worker"]))
+    return pd.DataFrame(rows).set_index("worker")
 
 
-def rank_recordings(summaries, metadata, *, partitions: int = 2):
-    """Join the per-recording summaries with the metadata (a Dask DataFrame merge, which shuffles rows between
-    workers by recording) and rank the recordings by their share of short RR intervals, highest first."""
-    import dask.dataframe as dd
+def task_stream_figure(records, *, title: str = "What each worker did"):
+    """Draw the task stream (``distributed.get_task_stream``'s records): one row per worker, one bar per task
+    from its start to its end, coloured by the task's function; returns the matplotlib Figure."""
+    import matplotlib.pyplot as plt
 
-    left = dd.from_pandas(summaries, npartitions=partitions)
-    right = dd.from_pandas(metadata, npartitions=partitions)
-    joined = left.merge(right, on="recording", how="inner")
-    ranked = joined.compute().sort_values("short_rr_share", ascending=False, ignore_index=True)
-    if len(ranked) != len(summaries):
-        missing = sorted(set(summaries["recording"]) - set(ranked["recording"]))
-        raise ValueError(f"recordings without metadata: {missing}")
-    return ranked
+    if not records:
+        raise ValueError("the task stream is empty: record it with `with get_task_stream(client) as ts:`")
+    bars = []
+    for record in records:
+        for span in record.get("startstops", ()):
+            if span.get("action") == "compute":
+                bars.append((record["worker"], _task_name(record["key"]), span["start"], span["stop"]))
+    if not bars:
+        raise ValueError("the task stream holds no computation")
+    origin = min(start for _, _, start, _ in bars)
+    workers = sorted({worker for worker, *_ in bars})
+    names = sorted({name for _, name, *_ in bars})
+    colours = {name: plt.get_cmap("tab10")(k % 10) for k, name in enumerate(names)}
+    figure, axes = plt.subplots(figsize=(8.8, 0.6 + 0.7 * len(workers)), layout="constrained")
+    for worker, name, start, stop in bars:
+        axes.barh(workers.index(worker), stop - start, left=start - origin, color=colours[name], height=0.6)
+    axes.set_yticks(range(len(workers)), [f"worker {k}" for k in range(len(workers))])
+    axes.invert_yaxis()
+    axes.set_xlabel("seconds since the first task started")
+    axes.set_title(title)
+    handles = [plt.Rectangle((0, 0), 1, 1, color=colours[name]) for name in names]
+    axes.legend(handles, names, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
+    return figure
+
+
+_KEY_TOKEN = re.compile(r"-(?:[0-9a-f]{8}(?:-[0-9a-f]{4}){3}-[0-9a-f]{12}|[0-9a-f]+)(?:-\d+)?$")
+
+
+def _task_name(key) -> str:
+    """The function part of a Dask key, without its token and index: ``"beat_table-3f2a…-0"`` → ``beat_table``."""
+    text = key[0] if isinstance(key, tuple) else str(key)
+    return _KEY_TOKEN.sub("", text) or text

@@ -68,8 +68,15 @@ def test_a_notebook_without_outputs_is_reported():
 
 def test_a_cpu_notebook_needs_no_gpu_banner():
     notebook = executed(("print(1)", [stream("1\n")]), needs_gpu=False)
-    assert not book.needs_gpu(notebook)
+    assert not book.needs_gpu(notebook) and book.gpus_needed(notebook) == 0
     assert book.notebook_problems(notebook) == []
+
+
+def test_a_notebook_says_how_many_gpus_it_needs():
+    notebook = good_notebook()
+    assert book.gpus_needed(notebook) == 1
+    notebook.metadata["book"] = {"needs_gpu": True, "gpus": 2}
+    assert book.gpus_needed(notebook) == 2
 
 
 def test_strip_volatile_metadata_keeps_tags():

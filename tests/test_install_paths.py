@@ -17,7 +17,13 @@ from support import resolve
 ROOT = Path(__file__).resolve().parents[1]
 
 #: conda package name -> pip distribution name, where they differ.
-CONDA_TO_PIP = {"cudf": "cudf-cu13", "rmm": "rmm-cu13", "cupy": "cupy-cuda13x", "pytorch-gpu": "torch"}
+CONDA_TO_PIP = {
+    "cudf": "cudf-cu13",
+    "rmm": "rmm-cu13",
+    "cupy": "cupy-cuda13x",
+    "pytorch-gpu": "torch",
+    "dask-cudf": "dask-cudf-cu13",
+}
 #: conda entries with no pip counterpart in the extras: the interpreter, CUDA itself, pip, and jaxlib, which pip
 #: gets through jax's `cuda13` extra.
 CONDA_ONLY = {"python", "cuda-version", "pip", "jaxlib"}

@@ -1,8 +1,12 @@
-"""support.scale on the CPU: recordings written, summarized on a two-process distributed.LocalCluster, joined
-with their metadata and ranked. The same code runs on dask_cuda.LocalCUDACluster in chapter 7."""
+"""support.scale on the CPU: recordings written, scored beat by beat on a two-process distributed.LocalCluster,
+judged against their truth, joined with their metadata and ranked (by a shuffle and by a broadcast). The same code
+runs on dask_cuda.LocalCUDACluster in chapter 7."""
 
 from __future__ import annotations
 
+import dataclasses
+
+import pandas as pd
 import pytest
 
 from support import scale
@@ -14,41 +18,101 @@ def recordings(tmp_path_factory):
     return scale.write_recordings(tmp_path_factory.mktemp("recordings"), specs)
 
 
-def test_recordings_are_written_with_their_metadata(recordings):
+@pytest.fixture(scope="module")
+def model(recordings):
+    paths, _ = recordings
+    return scale.train_on_sample(paths[:2], beats_per_recording=150, flag_share=0.05)
+
+
+def test_recordings_are_written_with_their_metadata_and_truth(recordings):
     paths, metadata = recordings
     assert [p.name for p in paths] == ["recording-010.csv", "recording-011.csv", "recording-012.csv"]
     assert list(metadata["recording"]) == [p.stem for p in paths]
     assert metadata.loc[0, "ectopic_rate"] == 0.06 and (metadata["true normal"] > 100).all()
+    assert all(scale.truth_path(p).exists() for p in paths)
 
 
-def test_one_recording_summarized_where_it_lives(recordings):
+def test_the_global_model_flags_the_share_it_was_asked_for(model):
+    assert model.trained_on == 300 and model.fs == 250.0
+    assert next(model.model.parameters()).device.type == "cpu"  # it travels between processes
+
+
+def test_one_recording_becomes_a_table_of_scored_beats(recordings, model):
     paths, metadata = recordings
-    row = scale.recording_summary(paths[0])
-    assert list(row) == list(scale.SUMMARY_COLUMNS)
-    assert row["recording"] == "recording-010" and row["seconds"] == pytest.approx(180)
+    table = scale.beat_table(paths[0], model)
+    assert tuple(table.columns) == scale.BEAT_COLUMNS
     true_beats = metadata.loc[0, ["true normal", "true ectopic", "true noise burst"]].sum()
-    assert abs(row["beats"] - true_beats) <= 0.05 * true_beats
-    assert 40 < row["median_bpm"] < 120 and 0 < row["short_rr_share"] < 0.5
+    assert abs(len(table) + 1 - true_beats) <= 0.05 * true_beats
+    assert (table["recording"] == "recording-010").all() and table["time_s"].is_monotonic_increasing
+    assert set(table["flagged"]) <= {0.0, 1.0} and 0 < table["short_rr"].mean() < 0.5
+    assert (table["label"] != scale.UNKNOWN_LABEL).all()
+    quality = scale.recording_quality(table)
+    assert quality["recording"] == "recording-010" and quality["beats"] == len(table)
+    assert 0 <= quality["auroc"] <= 1 and quality["anomalies"] > 0
 
 
-def test_summaries_from_two_workers_are_ranked_with_their_metadata(recordings):
-    from distributed import Client
+def test_a_recording_without_truth_cannot_be_judged(recordings, model, tmp_path):
+    paths, _ = recordings
+    copy = tmp_path / "copy.csv"
+    copy.write_bytes(paths[1].read_bytes())
+    table = scale.beat_table(copy, model)
+    assert (table["label"] == scale.UNKNOWN_LABEL).all()
+    with pytest.raises(ValueError, match="copy: no truth"):
+        scale.recording_quality(table)
+
+
+def test_two_workers_score_and_rank_the_recordings(recordings, model):
+    from distributed import Client, get_task_stream, wait
 
     paths, metadata = recordings
     with scale.make_cluster("cpu", workers=2) as cluster, Client(cluster) as client:
-        summaries = scale.summarize(client, paths)
-        assert len(client.scheduler_info()["workers"]) == 2
-    assert list(summaries["recording"]) == [p.stem for p in paths]
-    assert summaries.loc[0].to_dict() == pytest.approx(scale.recording_summary(paths[0]))
-    ranked = scale.rank_recordings(summaries, metadata)
-    assert ranked["short_rr_share"].is_monotonic_decreasing
-    assert ranked.loc[0, "ectopic_rate"] == 0.06  # the recording with three times the ectopic beats comes first
-    with pytest.raises(ValueError, match="without metadata: \\['recording-012'\\]"):
-        scale.rank_recordings(summaries, metadata.iloc[:2])
+        assert len(scale.worker_devices(client)) == 2
+        with get_task_stream(client) as stream:
+            tables = client.map(scale.beat_table, [str(p) for p in paths], model=model, pure=False)
+            wait(tables)
+        shuffled = scale.rank_recordings(tables, metadata)
+        broadcast = scale.rank_recordings(tables, metadata, broadcast=True)
+        with pytest.raises(ValueError, match="without beats or metadata: \\['recording-012'\\]"):
+            scale.rank_recordings(tables[:2], metadata)
+        qualities = client.gather(client.map(scale.recording_quality, tables))
+        run = scale.measure_stages(client, paths, model, metadata, warmup=0, repeat=1)
+    assert run.workers == 2 and list(run.timings) == list(scale.STAGES)
+    pd.testing.assert_frame_equal(run.ranking, shuffled)
+    # the shuffle sends beat rows to the other worker; the broadcast sends the metadata and partial sums only
+    assert run.sent["rank: shuffle"] > run.sent["rank: broadcast"] and run.table_bytes > 0
+    table = scale.scaling_table(dataclasses.replace(run, workers=1), run)
+    assert list(table.columns) == ["1 worker", "2 workers", "speed-up", "sent between workers (2)"]
+    assert list(table["speed-up"]) == ["1.0×"] * 3 and table.loc["score every recording"].iloc[-1] == ""
+    assert tuple(shuffled.columns) == scale.RANK_COLUMNS
+    pd.testing.assert_frame_equal(shuffled, broadcast)
+    assert shuffled["flagged_share"].is_monotonic_decreasing
+    direct = scale.beat_table(paths[2], model)
+    row = shuffled.set_index("recording").loc["recording-012"]
+    assert row["beats"] == len(direct) and row["flagged_share"] == pytest.approx(direct["flagged"].mean())
+    assert [q["recording"] for q in qualities] == [p.stem for p in paths]
+    figure = scale.task_stream_figure(stream.data)
+    assert [t.get_text() for t in figure.axes[0].get_yticklabels()][:1] == ["worker 0"]
+    assert "beat_table" in [t.get_text() for t in figure.axes[0].get_legend().get_texts()]
 
 
-def test_bad_requests_are_refused_with_what_to_do():
+def test_task_names_and_an_empty_stream():
+    assert scale._task_name(("beat_table-3f2a9c", 0)) == "beat_table"
+    assert scale._task_name("beat_table-a0890c92-0308-4d8d-a294-7ff50c5aa5bb-3") == "beat_table"
+    assert scale._task_name("finalize-hlgfinalizecompute-1a2b") == "finalize-hlgfinalizecompute"
+    assert scale._task_name("write_recording") == "write_recording"
+    with pytest.raises(ValueError, match="task stream is empty"):
+        scale.task_stream_figure([])
+    with pytest.raises(ValueError, match="no computation"):
+        scale.task_stream_figure([{"worker": "w", "key": "x-1", "startstops": [{"action": "transfer"}]}])
+
+
+def test_bad_requests_are_refused_with_what_to_do(recordings):
+    paths, _ = recordings
     with pytest.raises(ValueError, match="at least one recording"):
         scale.recording_specs(0, hours=1)
     with pytest.raises(ValueError, match="kind must be 'gpu' or 'cpu'"):
         scale.make_cluster("tpu")
+    with pytest.raises(ValueError, match="on must be 'gpu' or 'cpu'"):
+        scale.write_recording(scale.RecordingSpec(1, 0.01), paths[0].parent, on="tpu")
+    with pytest.raises(ValueError, match="flag_share must lie strictly between 0 and 1"):
+        scale.train_on_sample(paths[:1], flag_share=1.5)
