@@ -71,7 +71,7 @@ def pytest_collection_modifyitems(config, items):
         if not _is_notebook_node(item):
             continue
         needed = book.gpus_needed(item.parent.nb)
-        why = (reason or env.too_few_gpus(needed)) if needed else None
+        why = (reason or book.too_few_gpus(needed, env.probe_gpus())) if needed else None
         if why:
             item.add_marker(pytest.mark.skip(reason=why))
 

@@ -87,6 +87,15 @@ def gpus_needed(notebook) -> int:
     return int(notebook.metadata.get("book", {}).get("gpus", 1))
 
 
+def too_few_gpus(needed: int, probe) -> str | None:
+    """Why a notebook that needs ``needed`` GPUs cannot run on the machine ``probe`` describes
+    (:func:`support.env.probe_gpus`), or None when it has enough."""
+    have = len(probe.gpus)
+    if needed <= 1 or have >= needed:
+        return None
+    return f"needs {needed} GPUs; this machine has {have}"
+
+
 def code_cells(notebook) -> list:
     """The code cells that hold code (empty cells are left out)."""
     return [cell for cell in notebook.cells if cell.cell_type == "code" and cell.source.strip()]

@@ -274,36 +274,12 @@ def draw_ecg_flow():
     return figure
 
 
-def draw_dask_cluster(workers: int = 2):
-    """Chapter 7's cluster: the client hands tasks to the scheduler, which gives each recording to a free worker;
-    each worker owns one GPU and its RMM pool; the ranking's shuffle moves rows between workers."""
-    figure, axes = _canvas(26, 11, size=(11, 4.4))
-    _box(axes, 0.3, 8.4, 5.6, 2.0, "client\n(this notebook)", "#f3f3f3", size=9)
-    _box(axes, 8.6, 8.4, 6.0, 2.0, "scheduler\nwho does which task", "#f3f3f3", size=9)
-    _arrow(axes, (5.9, 9.4), (8.6, 9.4), "tasks", size=8)
-    width = 10.8
-    for k in range(workers):
-        x = 0.3 + k * (width + 3.6)
-        _box(axes, x, 0.4, width, 5.8, "", "#e8eef7")
-        axes.text(x + 0.3, 5.7, f"worker {k}: one process, CUDA_VISIBLE_DEVICES={k},…", fontsize=8.5, va="top")
-        _box(axes, x + 0.4, 2.9, 4.6, 2.0, "beat_table\nrecording after\nrecording", "white", size=8)
-        _box(axes, x + 5.8, 2.9, 4.6, 2.0, f"GPU {k}\nits RMM pool:\ncuDF, CuPy, PyTorch", "#dfeedd", size=8)
-        _arrow(axes, (x + 5.0, 3.9), (x + 5.8, 3.9), color="#55a868", offset=(0, 0.15))
-        _box(axes, x + 0.4, 0.8, 10.0, 1.4, "its beat tables stay here (futures)", "white", size=8)
-        _arrow(axes, (11.6, 8.4), (x + width / 2, 6.2), color="#4c72b0")
-    _arrow(axes, (0.3 + width, 1.5), (0.3 + width + 3.6, 1.5), "shuffle", color="#c44e52", offset=(-0.4, 0.25))
-    note = "a recording goes to whichever worker\nis free; its samples never leave that GPU"
-    axes.text(16.2, 9.1, note, fontsize=8.5)
-    return figure
-
-
 DIAGRAMS: dict[str, Callable] = {
     "aos_vs_soa": draw_aos_vs_soa,
     "dlpack_handshake": draw_dlpack_handshake,
     "pool_vs_cudamalloc": draw_pool_vs_cudamalloc,
     "page_migration": draw_page_migration,
     "ecg_flow": draw_ecg_flow,
-    "dask_cluster": draw_dask_cluster,
 }
 
 

@@ -14,13 +14,17 @@ The same code runs on a laptop's cores and on a machine's GPUs; only the cluster
 - :func:`rank_recordings` joins every beat with its recording's metadata and ranks the recordings: a stage that
   needs the data of every recording at once (a shuffle between workers, or a broadcast of the small table);
 - :func:`task_stream_figure` draws what each worker did and when, from the scheduler's task stream (the
-  dashboard's "Task Stream" plot, as a figure for the page).
+  dashboard's "Task Stream" plot, as a figure for the page);
+- :func:`measure_stages` times the scoring and both rankings on one cluster (with the bytes sent between
+  workers and each worker's load), :func:`scaling_table` sets two clusters side by side;
+- :func:`require_gpus` refuses a machine with too few GPUs, and :func:`cluster_diagram` draws the cluster.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import logging
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,13 +32,10 @@ from pathlib import Path
 import numpy as np
 
 #: The columns of :func:`beat_table`: one row per beat after the first of a recording.
-BEAT_COLUMNS = ("recording", "time_s", "rr_s", "score", "flagged", "short_rr", "label")
+BEAT_COLUMNS = ("recording", "sample", "time_s", "rr_s", "score", "flagged", "short_rr")
 
 #: The columns of :func:`rank_recordings`, in order.
 RANK_COLUMNS = ("recording", "ectopic_rate", "beats", "mean_bpm", "flagged_share", "short_rr_share")
-
-#: ``label`` of a beat whose recording has no truth file beside it.
-UNKNOWN_LABEL = -1
 
 
 @dataclass(frozen=True)
@@ -128,12 +129,25 @@ class GlobalModel:
         return vae.anomaly_scores(self.model.to(tensor.device), tensor)
 
 
+def find_beats(signal, config):
+    """Chapter 6's stages from a signal to its beats, where the signal lives: convolve, gate, prune and embed.
+
+    The same three calls open ``support.ecg.evaluation.evaluate_recording``; they move to
+    ``support.ecg.pipeline`` when chapter 6 is next executed (its published outputs ran with pipeline.py as it is).
+    """
+    from support.ecg import pipeline
+    from support.ecg.beats import extract_beats
+
+    response, clean = pipeline.convolve(signal, config.fs)
+    return extract_beats(clean, pipeline.find_candidates(response, config), config.fs, limits=config.limits)
+
+
 def _beats_of(path, fs: float, on: str):
     from support.ecg import pipeline, reading
 
     recording = reading.read_signal(path, on=on)
     pipeline.check_length(recording.signal, fs)
-    return pipeline.find_beats(recording.signal, pipeline.PipelineConfig(fs=fs, progress=False))
+    return find_beats(recording.signal, pipeline.PipelineConfig(fs=fs, progress=False))
 
 
 def train_on_sample(
@@ -177,9 +191,9 @@ def _frame(on: str, columns: dict):
 def empty_beat_table(on: str = "cpu"):
     """A table with :data:`BEAT_COLUMNS` and no rows: the ``meta`` Dask needs to know the tables' types."""
     xp = _array_module(on)
-    kinds = {"time_s": xp.float64, "rr_s": xp.float64, "score": xp.float32, "flagged": xp.float32}
+    kinds = {"sample": xp.int64, "time_s": xp.float64, "rr_s": xp.float64, "score": xp.float32}
     columns = {"recording": []} | {name: xp.zeros(0, dtype=kind) for name, kind in kinds.items()}
-    columns |= {"short_rr": xp.zeros(0, dtype=xp.float32), "label": xp.zeros(0, dtype=xp.int8)}
+    columns |= {"flagged": xp.zeros(0, dtype=xp.float32), "short_rr": xp.zeros(0, dtype=xp.float32)}
     frame = _frame(on, columns)
     frame["recording"] = frame["recording"].astype(str)
     return frame
@@ -190,25 +204,19 @@ def beat_table(path, model: GlobalModel, *, on: str = "cpu", meter=None):
     score them with ``model``; one row per beat after the first (cuDF on the GPU, pandas on the CPU).
 
     ``flagged`` is 1 where the score passes the model's threshold, ``short_rr`` where the interval before the
-    beat is under 80 % of the recording's median (a premature beat). ``label`` is the true kind of the beat
-    (chapter 6's labels) when the truth file of :func:`write_recording` lies beside the CSV, else
-    :data:`UNKNOWN_LABEL`. A :class:`support.traffic.TrafficMeter` passed as ``meter`` records the copies of
-    each stage.
+    beat is under 80 % of the recording's median (a premature beat); ``sample`` is the beat's R peak. A
+    :class:`support.traffic.TrafficMeter` passed as ``meter`` records the copies of each stage.
     """
-    from support.ecg import beats as beat_tools
-    from support.ecg import pipeline
-    from support.ecg.backend import to_host
+    from support.ecg import pipeline, reading
     from support.interop import share
 
     xp = _array_module(on)
     stage = meter.stage if meter is not None else (lambda name: contextlib.nullcontext())
     with stage("read"):
-        from support.ecg import reading
-
         recording = reading.read_signal(path, on=on)
         pipeline.check_length(recording.signal, model.fs)
     with stage("beats"):
-        found = pipeline.find_beats(recording.signal, pipeline.PipelineConfig(fs=model.fs, progress=False))
+        found = find_beats(recording.signal, pipeline.PipelineConfig(fs=model.fs, progress=False))
         if len(found) < 3:
             raise ValueError(f"{path}: fewer than three beats were found; is this an ECG sampled at {model.fs:g} Hz?")
     with stage("score"):
@@ -216,6 +224,7 @@ def beat_table(path, model: GlobalModel, *, on: str = "cpu", meter=None):
     with stage("table"):
         rr = xp.diff(found.peaks).astype(xp.float64) / model.fs
         columns = {
+            "sample": found.peaks[1:].astype(xp.int64),
             "time_s": found.peaks[1:].astype(xp.float64) / model.fs,
             "rr_s": rr,
             "score": scores[1:],
@@ -224,26 +233,24 @@ def beat_table(path, model: GlobalModel, *, on: str = "cpu", meter=None):
         }
         table = _frame(on, columns)
         table.insert(0, "recording", Path(path).stem)
-    truth = truth_path(path)
-    labels = np.full(len(rr), UNKNOWN_LABEL, dtype=np.int8)
-    if truth.exists():
-        with np.load(truth) as known:
-            labels = beat_tools.true_labels_of(to_host(found.peaks[1:]), known["r_peaks"], known["labels"])
-    table["label"] = xp.asarray(labels.astype(np.int8))
     return table
 
 
-def recording_quality(table) -> dict[str, object]:
+def recording_quality(table, folder) -> dict[str, object]:
     """How well the scores of one recording's :func:`beat_table` separate its anomalies from its normal beats
-    (AUROC, overall and ectopic beats alone), and the share of its beats flagged."""
+    (AUROC, overall and ectopic beats alone), judged against the truth :func:`write_recording` left in
+    ``folder``."""
     from support.ecg import metrics
+    from support.ecg.beats import true_labels_of
     from support.ecg.synthetic import ECTOPIC, NORMAL
 
-    label = np.asarray(table["label"].to_numpy())
-    score = np.asarray(table["score"].to_numpy())
     name = str(table["recording"].iloc[0])
-    if (label == UNKNOWN_LABEL).any():
-        raise ValueError(f"{name}: no truth for some beats; write the recording with write_recording")
+    truth = truth_path(Path(folder) / f"{name}.csv")
+    if not truth.exists():
+        raise ValueError(f"{name}: no truth file {truth.name} in {folder}; write the recording with write_recording")
+    with np.load(truth) as known:
+        label = true_labels_of(np.asarray(table["sample"].to_numpy()), known["r_peaks"], known["labels"])
+    score = np.asarray(table["score"].to_numpy())
     ectopic_or_normal = (label == ECTOPIC) | (label == NORMAL)
     return {
         "recording": name,
@@ -298,7 +305,10 @@ def rank_recordings(tables, metadata, *, on: str = "cpu", broadcast: bool = Fals
 
 def beat_table_traffic(path, model: GlobalModel, *, on: str = "gpu") -> dict[str, object]:
     """The host↔GPU copies of each stage of :func:`beat_table` on the recording at ``path``, as a
-    :class:`support.traffic.TrafficMeter` records them in the process that runs it (a worker)."""
+    :class:`support.traffic.TrafficMeter` records them in the process that runs it.
+
+    On a worker, run it with ``client.run(..., workers=[address])``, in the worker's main thread: the profiler
+    under the meter refuses to start in a thread other than the one that loaded it (a task's thread)."""
     from support.traffic import TrafficMeter
 
     meter = TrafficMeter()
@@ -326,32 +336,77 @@ class ScalingRun:
     sent: dict[str, int]
     ranking: object  # pandas DataFrame
     table_bytes: int  # the beat tables' size in memory, all together
+    load: object  # pandas DataFrame: each worker's tasks in the last timed scoring run (worker_load)
 
 
-#: The stages :func:`measure_stages` times, in order.
-STAGES = ("score every recording", "rank: shuffle", "rank: broadcast")
+#: The stages :func:`measure_stages` times, in order. The second is the first seen from the workers: from the
+#: start of the first task to the end of the last, without the notebook's part (sending the tasks, hearing back).
+STAGES = ("score every recording", "  of which on the workers", "rank: shuffle", "rank: broadcast")
 
 
-def measure_stages(client, paths, model: GlobalModel, metadata, *, on: str = "cpu", warmup: int = 1, repeat: int = 3):
+def _computations(records) -> list[tuple[str, str, float, float]]:
+    """(worker, function, start, stop) of every computation in a task stream's records (transfers left out)."""
+    if not records:
+        raise ValueError("the task stream is empty: record it with `with get_task_stream(client) as ts:`")
+    found = [
+        (record["worker"], _task_name(record["key"]), span["start"], span["stop"])
+        for record in records
+        for span in record.get("startstops", ())
+        if span.get("action") == "compute"
+    ]
+    if not found:
+        raise ValueError("the task stream holds no computation")
+    return found
+
+
+def worker_load(records):
+    """Each worker's share of a task stream: how many tasks it computed, their median duration, and the time from
+    its first start to its last end (a pandas DataFrame, workers in address order as "worker 0", "worker 1"…)."""
+    import pandas as pd
+
+    found = pd.DataFrame(_computations(records), columns=["worker", "function", "start", "stop"])
+    found["seconds"] = found["stop"] - found["start"]
+    rows = []
+    for k, (_, mine) in enumerate(found.groupby("worker", sort=True)):
+        span = mine["stop"].max() - mine["start"].min()
+        rows.append(
+            {"worker": f"worker {k}", "tasks": len(mine), "median task": mine["seconds"].median(), "busy": span}
+        )
+    return pd.DataFrame(rows).set_index("worker")
+
+
+def busy_span(records) -> float:
+    """Seconds from the start of the first computation to the end of the last in a task stream's records."""
+    found = _computations(records)
+    return max(stop for *_, stop in found) - min(start for _, _, start, _ in found)
+
+
+def measure_stages(client, paths, model: GlobalModel, metadata, *, on: str = "cpu", warmup: int = 1, repeat: int = 5):
     """Time each of :data:`STAGES` on ``client``'s cluster with the wall clock (``warmup`` untimed runs, then
     ``repeat`` timed ones): all recordings scored (:func:`beat_table`, one task each, until every table is
-    done), then the tables ranked with their metadata by a shuffle and by a broadcast (:func:`rank_recordings`).
-    Returns a :class:`ScalingRun`."""
-    from distributed import wait
+    done; the model travels with each task, so that the tasks depend on nothing and the scheduler hands each to
+    the next free worker), then the tables ranked with their metadata by a
+    shuffle and by a broadcast (:func:`rank_recordings`). Returns a :class:`ScalingRun`."""
+    from distributed import get_task_stream, wait
 
-    from support.bench import time_wall
+    from support.bench import Timing, time_wall
 
     paths = [str(p) for p in paths]
+    streams = []
 
     def score():
-        tables = client.map(beat_table, paths, model=model, on=on, pure=False)
-        wait(tables)
+        with get_task_stream(client) as stream:
+            tables = client.map(beat_table, paths, model=model, on=on, pure=False)
+            wait(tables)
+        streams.append(stream.data)
         return tables
 
     timings = {STAGES[0]: time_wall(score, label=STAGES[0], warmup=warmup, repeat=repeat)}
+    timings[STAGES[1]] = Timing(STAGES[1], tuple(busy_span(records) for records in streams[warmup:]), "wall")
+    load = worker_load(streams[-1])
     tables = score()
     sent = {}
-    for stage, broadcast in zip(STAGES[1:], (False, True), strict=True):
+    for stage, broadcast in zip(STAGES[2:], (False, True), strict=True):
         rank = functools.partial(rank_recordings, tables, metadata, on=on, broadcast=broadcast)
         before = bytes_between_workers(client)
         rank()
@@ -359,7 +414,7 @@ def measure_stages(client, paths, model: GlobalModel, metadata, *, on: str = "cp
         timings[stage] = time_wall(rank, label=stage, warmup=warmup, repeat=repeat)
     workers = len(client.scheduler_info()["workers"])
     table_bytes = sum(client.gather(client.map(_table_bytes, tables)))
-    return ScalingRun(workers, timings, sent, rank_recordings(tables, metadata, on=on), int(table_bytes))
+    return ScalingRun(workers, timings, sent, rank_recordings(tables, metadata, on=on), int(table_bytes), load)
 
 
 def _table_bytes(table) -> int:
@@ -395,6 +450,9 @@ def make_cluster(kind: str = "cpu", *, workers: int | None = None, rmm_pool_size
     ``workers`` of them, each with an RMM pool of ``rmm_pool_size`` that cuDF, CuPy and PyTorch allocate from),
     ``"cpu"`` a ``distributed.LocalCluster`` of ``workers`` single-threaded processes. ``options`` go to the
     cluster as they are. Returns the cluster; ``distributed.Client(cluster)`` connects to it."""
+    # Worker and scheduler log lines (a heartbeat missed while a cluster closes, a shuffle's progress) would land
+    # in the notebook's output; a task's failure still reaches the client as its exception.
+    options = {"silence_logs": logging.CRITICAL} | options
     if kind == "gpu":
         from dask_cuda import LocalCUDACluster
 
@@ -409,6 +467,47 @@ def make_cluster(kind: str = "cpu", *, workers: int | None = None, rmm_pool_size
         options = {"threads_per_worker": 1, "processes": True, "dashboard_address": None} | options
         return LocalCluster(n_workers=workers or 2, **options)
     raise ValueError(f"kind must be 'gpu' or 'cpu', not {kind!r}")
+
+
+def require_gpus(count: int, probe=None):
+    """Return this machine's GPUs, or raise :class:`support.env.GpuUnavailableError` saying that ``count`` are
+    needed (chapter 7 compares one worker with two) and how many there are."""
+    from support import env
+    from support.book import too_few_gpus
+
+    probe = env.probe_gpus() if probe is None else probe
+    if not probe.available:
+        problem = f"needs {count} CUDA GPUs, and none is usable: {probe.problem}"
+    else:
+        problem = too_few_gpus(count, probe)
+    if problem:
+        raise env.GpuUnavailableError(f"This chapter {problem}. Read the published outputs in the built book instead.")
+    return probe.gpus
+
+
+def cluster_diagram(workers: int = 2):
+    """Chapter 7's cluster: the client hands tasks to the scheduler, which gives each recording to a free worker;
+    each worker owns one GPU and its RMM pool; the ranking's shuffle moves rows between workers."""
+    from support.diagrams import _arrow, _box, _canvas
+
+    figure, axes = _canvas(26, 11, size=(11, 4.4))
+    _box(axes, 0.3, 8.4, 5.6, 2.0, "client\n(this notebook)", "#f3f3f3", size=9)
+    _box(axes, 8.6, 8.4, 6.0, 2.0, "scheduler\nwho does which task", "#f3f3f3", size=9)
+    _arrow(axes, (5.9, 9.4), (8.6, 9.4), "tasks", size=8)
+    width = 10.8
+    for k in range(workers):
+        x = 0.3 + k * (width + 3.6)
+        _box(axes, x, 0.4, width, 5.8, "", "#e8eef7")
+        axes.text(x + 0.3, 5.7, f"worker {k}: one process, CUDA_VISIBLE_DEVICES={k},…", fontsize=8.5, va="top")
+        _box(axes, x + 0.4, 2.9, 4.6, 2.0, "beat_table\nrecording after\nrecording", "white", size=8)
+        _box(axes, x + 5.8, 2.9, 4.6, 2.0, f"GPU {k}\nits RMM pool:\ncuDF, CuPy, PyTorch", "#dfeedd", size=8)
+        _arrow(axes, (x + 5.0, 3.9), (x + 5.8, 3.9), color="#55a868", offset=(0, 0.15))
+        _box(axes, x + 0.4, 0.8, 10.0, 1.4, "its beat tables stay here (futures)", "white", size=8)
+        _arrow(axes, (11.6, 8.4), (x + width / 2, 6.2), color="#4c72b0")
+    _arrow(axes, (0.3 + width, 1.5), (0.3 + width + 3.6, 1.5), "shuffle", color="#c44e52", offset=(-0.4, 0.25))
+    note = "a recording goes to whichever worker\nis free; its samples never leave that GPU"
+    axes.text(16.2, 9.1, note, fontsize=8.5)
+    return figure
 
 
 def _device_of_this_worker() -> dict[str, object]:
@@ -444,22 +543,22 @@ def task_stream_figure(records, *, title: str = "What each worker did"):
     from its start to its end, coloured by the task's function; returns the matplotlib Figure."""
     import matplotlib.pyplot as plt
 
-    if not records:
-        raise ValueError("the task stream is empty: record it with `with get_task_stream(client) as ts:`")
-    bars = []
-    for record in records:
-        for span in record.get("startstops", ()):
-            if span.get("action") == "compute":
-                bars.append((record["worker"], _task_name(record["key"]), span["start"], span["stop"]))
-    if not bars:
-        raise ValueError("the task stream holds no computation")
+    bars = _computations(records)
     origin = min(start for _, _, start, _ in bars)
     workers = sorted({worker for worker, *_ in bars})
     names = sorted({name for _, name, *_ in bars})
     colours = {name: plt.get_cmap("tab10")(k % 10) for k, name in enumerate(names)}
     figure, axes = plt.subplots(figsize=(8.8, 0.6 + 0.7 * len(workers)), layout="constrained")
     for worker, name, start, stop in bars:
-        axes.barh(workers.index(worker), stop - start, left=start - origin, color=colours[name], height=0.6)
+        axes.barh(
+            workers.index(worker),
+            stop - start,
+            left=start - origin,
+            color=colours[name],
+            height=0.6,
+            edgecolor="white",
+            linewidth=0.8,
+        )
     axes.set_yticks(range(len(workers)), [f"worker {k}" for k in range(len(workers))])
     axes.invert_yaxis()
     axes.set_xlabel("seconds since the first task started")

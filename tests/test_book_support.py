@@ -72,6 +72,16 @@ def test_a_cpu_notebook_needs_no_gpu_banner():
     assert book.notebook_problems(notebook) == []
 
 
+def test_too_few_gpus_says_how_many_are_needed():
+    from support.env import Gpu, GpuProbe
+
+    gpu = Gpu(0, "NVIDIA H100 80GB HBM3", 80 * 2**30, (9, 0), 132)
+    one = GpuProbe(gpus=(gpu,), cuda_version="13.0")
+    assert book.too_few_gpus(1, one) is None and book.too_few_gpus(0, one) is None
+    assert book.too_few_gpus(2, one) == "needs 2 GPUs; this machine has 1"
+    assert book.too_few_gpus(2, GpuProbe(gpus=(gpu, gpu), cuda_version="13.0")) is None
+
+
 def test_a_notebook_says_how_many_gpus_it_needs():
     notebook = good_notebook()
     assert book.gpus_needed(notebook) == 1

@@ -45,8 +45,8 @@ def test_one_recording_becomes_a_table_of_scored_beats(recordings, model):
     assert abs(len(table) + 1 - true_beats) <= 0.05 * true_beats
     assert (table["recording"] == "recording-010").all() and table["time_s"].is_monotonic_increasing
     assert set(table["flagged"]) <= {0.0, 1.0} and 0 < table["short_rr"].mean() < 0.5
-    assert (table["label"] != scale.UNKNOWN_LABEL).all()
-    quality = scale.recording_quality(table)
+    assert ((table["time_s"] * 250).round() == table["sample"]).all()
+    quality = scale.recording_quality(table, paths[0].parent)
     assert quality["recording"] == "recording-010" and quality["beats"] == len(table)
     assert 0 <= quality["auroc"] <= 1 and quality["anomalies"] > 0
 
@@ -56,9 +56,8 @@ def test_a_recording_without_truth_cannot_be_judged(recordings, model, tmp_path)
     copy = tmp_path / "copy.csv"
     copy.write_bytes(paths[1].read_bytes())
     table = scale.beat_table(copy, model)
-    assert (table["label"] == scale.UNKNOWN_LABEL).all()
-    with pytest.raises(ValueError, match="copy: no truth"):
-        scale.recording_quality(table)
+    with pytest.raises(ValueError, match="copy: no truth file copy.truth.npz in"):
+        scale.recording_quality(table, tmp_path)
 
 
 def test_two_workers_score_and_rank_the_recordings(recordings, model):
@@ -74,15 +73,17 @@ def test_two_workers_score_and_rank_the_recordings(recordings, model):
         broadcast = scale.rank_recordings(tables, metadata, broadcast=True)
         with pytest.raises(ValueError, match="without beats or metadata: \\['recording-012'\\]"):
             scale.rank_recordings(tables[:2], metadata)
-        qualities = client.gather(client.map(scale.recording_quality, tables))
+        qualities = client.gather(client.map(scale.recording_quality, tables, folder=str(paths[0].parent)))
         run = scale.measure_stages(client, paths, model, metadata, warmup=0, repeat=1)
     assert run.workers == 2 and list(run.timings) == list(scale.STAGES)
+    assert run.timings["  of which on the workers"].median <= run.timings["score every recording"].median
+    assert run.load["tasks"].sum() == 3 and list(run.load.index) == ["worker 0", "worker 1"]
     pd.testing.assert_frame_equal(run.ranking, shuffled)
     # the shuffle sends beat rows to the other worker; the broadcast sends the metadata and partial sums only
     assert run.sent["rank: shuffle"] > run.sent["rank: broadcast"] and run.table_bytes > 0
     table = scale.scaling_table(dataclasses.replace(run, workers=1), run)
     assert list(table.columns) == ["1 worker", "2 workers", "speed-up", "sent between workers (2)"]
-    assert list(table["speed-up"]) == ["1.0×"] * 3 and table.loc["score every recording"].iloc[-1] == ""
+    assert list(table["speed-up"]) == ["1.0×"] * 4 and table.loc["score every recording"].iloc[-1] == ""
     assert tuple(shuffled.columns) == scale.RANK_COLUMNS
     pd.testing.assert_frame_equal(shuffled, broadcast)
     assert shuffled["flagged_share"].is_monotonic_decreasing
@@ -104,6 +105,39 @@ def test_task_names_and_an_empty_stream():
         scale.task_stream_figure([])
     with pytest.raises(ValueError, match="no computation"):
         scale.task_stream_figure([{"worker": "w", "key": "x-1", "startstops": [{"action": "transfer"}]}])
+    stream = [
+        {"worker": "a", "key": "f-1", "startstops": [{"action": "compute", "start": 10.0, "stop": 12.0}]},
+        {
+            "worker": "b",
+            "key": "f-2",
+            "startstops": [
+                {"action": "transfer", "start": 9.0, "stop": 9.5},
+                {"action": "compute", "start": 11.0, "stop": 13.5},
+            ],
+        },
+    ]
+    assert scale.busy_span(stream) == 3.5  # the transfer before the first computation does not count
+    load = scale.worker_load(stream)
+    assert load.to_dict("index") == {
+        "worker 0": {"tasks": 1, "median task": 2.0, "busy": 2.0},
+        "worker 1": {"tasks": 1, "median task": 2.5, "busy": 2.5},
+    }
+
+
+def test_two_gpus_are_required_with_a_reason():
+    from support.env import Gpu, GpuProbe, GpuUnavailableError
+
+    gpu = Gpu(0, "NVIDIA H200", 141 * 2**30, (9, 0), 132)
+    assert scale.require_gpus(2, GpuProbe(gpus=(gpu, gpu), cuda_version="13.0")) == (gpu, gpu)
+    with pytest.raises(GpuUnavailableError, match="needs 2 GPUs; this machine has 1"):
+        scale.require_gpus(2, GpuProbe(gpus=(gpu,), cuda_version="13.0"))
+    with pytest.raises(GpuUnavailableError, match="needs 2 CUDA GPUs, and none is usable: no driver"):
+        scale.require_gpus(2, GpuProbe(problem="no driver"))
+
+
+def test_the_cluster_diagram_draws_one_box_per_worker():
+    texts = [t.get_text() for t in scale.cluster_diagram(workers=3).axes[0].texts]
+    assert sum(t.startswith("worker ") for t in texts) == 3 and "shuffle" in texts
 
 
 def test_bad_requests_are_refused_with_what_to_do(recordings):

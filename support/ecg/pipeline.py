@@ -135,12 +135,6 @@ def find_candidates(response, config: PipelineConfig):
     return xp.flatnonzero(gate)
 
 
-def find_beats(signal, config: PipelineConfig) -> beat_tools.Beats:
-    """The stages from a signal to its beats, where the signal lives: convolve, gate, then prune and embed."""
-    response, clean = convolve(signal, config.fs)
-    return beat_tools.extract_beats(clean, find_candidates(response, config), config.fs, limits=config.limits)
-
-
 def beat_lengths(candidates):
     """Samples between consecutive candidates: the RR intervals, where each candidate is a beat."""
     return array_module(candidates).diff(candidates)
