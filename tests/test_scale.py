@@ -51,6 +51,26 @@ def test_one_recording_becomes_a_table_of_scored_beats(recordings, model):
     assert 0 <= quality["auroc"] <= 1 and quality["anomalies"] > 0
 
 
+def test_the_traffic_of_a_recording_is_metered_stage_by_stage(recordings, model, monkeypatch):
+    import contextlib
+
+    from support import traffic
+
+    class FakeMeter:  # the real one needs CUDA's profiler; this one notes the stages it was asked to record
+        def __init__(self):
+            self.stages = {}
+
+        @contextlib.contextmanager
+        def stage(self, name):
+            yield
+            self.stages[name] = traffic.Copies()
+
+    monkeypatch.setattr(traffic, "TrafficMeter", FakeMeter)
+    paths, _ = recordings
+    stages = scale.beat_table_traffic(paths[0], model, on="cpu")
+    assert list(stages) == ["read", "beats", "score", "table"]
+
+
 def test_a_recording_without_truth_cannot_be_judged(recordings, model, tmp_path):
     paths, _ = recordings
     copy = tmp_path / "copy.csv"
