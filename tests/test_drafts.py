@@ -1,0 +1,44 @@
+"""Draft chapters (drafts/*.py, Jupytext percent scripts): they stay notebooks in waiting, not text that rots.
+
+A draft is a chapter written and CPU-tested but not yet executed on the GPU host, so it has no outputs to
+commit; it becomes ``chapters/<name>.ipynb`` with ``jupytext --to ipynb`` when it is executed there. Until then
+these checks keep it convertible, its code valid Python within the page's width, and its metadata saying what
+it needs.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from support import book
+
+DRAFTS = sorted((Path(__file__).resolve().parents[1] / "drafts").glob("*.py"))
+
+
+@pytest.fixture(params=DRAFTS, ids=lambda p: p.stem)
+def draft(request, skip_or_fail):
+    try:
+        import jupytext
+    except ImportError:
+        skip_or_fail("jupytext is not installed (the test extra has it)")
+    return jupytext.read(request.param)
+
+
+def test_there_is_a_draft_to_check():
+    assert DRAFTS, "drafts/ holds no chapter script; remove this test with the folder"
+
+
+def test_a_draft_converts_to_a_notebook_that_says_what_it_needs(draft):
+    assert book.needs_gpu(draft) and book.gpus_needed(draft) >= 1
+    assert draft.cells[0].cell_type == "markdown" and draft.cells[0].source.startswith("# ")
+    assert any(cell.cell_type == "code" for cell in draft.cells)
+
+
+def test_a_drafts_code_is_python_within_the_page_width(draft):
+    for cell in book.code_cells(draft):
+        ast.parse(cell.source)
+        too_long = [line for line in cell.source.splitlines() if len(line) > 88]
+        assert not too_long, too_long
