@@ -177,8 +177,8 @@ fig = scale.task_stream_figure(stream.data, title="Sixteen recordings on two GPU
 # FFTs in that process; later tasks reuse them.
 #
 # How good are the scores? Every recording has its truth beside it, and `recording_quality` runs where each table
-# lives, reads the truth and sends back one row. The four recordings the model sampled for training are marked: the other twelve
-# are recordings it has never seen.
+# lives, reads the truth and sends back one row. The four recordings the model sampled for training are marked:
+# the other twelve are recordings it has never seen.
 
 # %%
 judged = client.map(scale.recording_quality, tables, folder=str(workdir))
@@ -242,10 +242,11 @@ for worker, stages in traffic.items():
 #
 # `rank_recordings` builds a Dask DataFrame of cuDF partitions from the futures (`dd.from_delayed`): the tables
 # stay where they are. A join of two partitioned tables is a **shuffle**: both sides are cut by a hash of the
-# key, and every worker sends each row to the partition that owns its key, so that matching rows meet. Half the
-# beat rows change workers on two GPUs. When one side is small, a **broadcast** join sends that side to every
-# partition of the other instead, and the beat rows need not move. Left to itself, Dask would not shuffle for a table this
-# small; `rank_recordings` asks for each kind of join explicitly, to measure both.
+# key, and every worker sends each row to the partition that owns its key, so that matching rows meet. On two
+# GPUs, the rows whose partition lies on the other worker change workers. When one side is small, a **broadcast**
+# join sends that side to every partition of the other instead, and the beat rows need not move. Left to itself,
+# Dask would not shuffle for a table this small; `rank_recordings` asks for each kind of join explicitly, to
+# measure both.
 
 # %%
 ranking = scale.rank_recordings(tables, metadata, on="gpu")
@@ -265,8 +266,8 @@ assert set(ranking["recording"][: len(high)]) == high  # they lead the ranking
 # is timed with the wall clock (the work is spread over processes), after a warm-up run, as the median of five:
 #
 # - "score every recording": from `client.map` in the notebook to the moment `wait` returns with every table
-#   done. The model (a few hundred KiB) travels with each task, so the tasks depend on nothing, and the scheduler
-#   hands each to the next free worker;
+#   done. The model (its weights: the `score` row of the traffic table) travels with each task, so the tasks
+#   depend on nothing, and the scheduler hands each to the next free worker;
 # - "of which on the workers": the same runs seen from the task stream, from the start of the first task to the
 #   end of the last: the GPUs' part, without the notebook's (sending the tasks, hearing that they are done);
 # - each ranking: from the merge to the ranked table in the notebook.
@@ -325,9 +326,9 @@ pd.testing.assert_frame_equal(one.ranking, two.ranking)  # same answer, one GPU 
 # between workers, so two GPUs could at best halve its time. The lines printed above say how close this run came,
 # and the per-worker table says what held it back: an uneven share of the recordings, or tasks that take longer
 # when both workers run than when one does. The workers have a GPU each but share one host, and every task starts
-# there: 125 MiB of CSV read from memory and handed to the GPU. Where that competition shows, a faster GPU would
-# not help; reading a binary format instead of text, or a host with more memory bandwidth per GPU, would. The
-# check above asks for 1.5×: 2× is the ceiling, not the rule.
+# there: the recording's CSV (the `read` row of the traffic table) read from memory and handed to the GPU.
+# Where that competition shows, a faster GPU would not help; reading a binary format instead of text, or a host
+# with more memory bandwidth per GPU, would. The check above asks for 1.5×: 2× is the ceiling, not the rule.
 #
 # Seen from the notebook, the gain is smaller (checked above), and the table shows why: a recording takes the
 # GPU a fraction of a second (printed above), so the notebook's part (sending sixteen tasks to the scheduler, the
@@ -335,13 +336,13 @@ pd.testing.assert_frame_equal(one.ranking, two.ranking)  # same answer, one GPU 
 # second GPU does not shorten it.
 #
 # The ranking behaves differently. On one worker the shuffle moves rows between partitions inside one process;
-# on two, about half the beat rows leave their worker: copied from the GPU to the host, sent over a TCP socket,
+# on two, a share of the beat rows leave their worker: copied from the GPU to the host, sent over a TCP socket,
 # and copied to the other GPU. The last column of the table counts those bytes. The broadcast join sends only the
 # sixteen-row metadata table to each partition, and the beat rows can stay where they are (the checks above: the
 # shuffle sent at least a quarter of all beat tables' bytes, the broadcast less than a tenth of what the shuffle
-# sent). Both rankings are small jobs
-# (a million and a half rows), so fixed costs weigh on them too: building the task graph, scheduling dozens of
-# small tasks, gathering the result in the notebook, none of which a second GPU shortens. The table gives this
+# sent). Both rankings are small jobs (the beats of sixteen recordings), so fixed costs weigh on them too:
+# building the task graph, scheduling dozens of small tasks, gathering the result in the notebook, none of which
+# a second GPU shortens. The table gives this
 # machine's figures. A second GPU speeds up work that stays where its data is; work that must move data between
 # GPUs pays for the trip, and the cheapest trip is the one a small table makes.
 #
@@ -350,7 +351,7 @@ pd.testing.assert_frame_equal(one.ranking, two.ranking)  # same answer, one GPU 
 #
 # ## Spilling, the dashboard, other transports
 #
-# **When a job does not fit.** Every task here needs a few GiB at most. A job that *keeps* more data on a worker
+# **When a job does not fit.** A job that *keeps* more data on a worker
 # than its GPU holds (a large Dask-cuDF table persisted for many queries) needs somewhere to put the excess.
 # Dask-CUDA moves whole task results to host memory when a worker's GPU passes `device_memory_limit` (by default
 # 80 % of the GPU), and back when a task needs them. For cuDF work, cuDF's own spilling

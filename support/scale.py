@@ -237,12 +237,12 @@ def beat_table(path, model: GlobalModel, *, on: str = "cpu", meter=None):
 
 
 def recording_quality(table, folder) -> dict[str, object]:
-    """How well the scores of one recording's :func:`beat_table` separate its anomalies from its normal beats
-    (AUROC, overall and ectopic beats alone), judged against the truth :func:`write_recording` left in
-    ``folder``."""
-    from support.ecg import metrics
+    """How well the scores of one recording's :func:`beat_table` separate its anomalies from its normal beats,
+    judged against the truth :func:`write_recording` left in ``folder``: chapter 6's measures
+    (:func:`support.ecg.pipeline.evaluate_scores`: AUROC overall and per kind of anomaly, precision at the
+    labelled rate) over every beat of the recording."""
     from support.ecg.beats import true_labels_of
-    from support.ecg.synthetic import ECTOPIC, NORMAL
+    from support.ecg.pipeline import evaluate_scores
 
     name = str(table["recording"].iloc[0])
     truth = truth_path(Path(folder) / f"{name}.csv")
@@ -250,15 +250,9 @@ def recording_quality(table, folder) -> dict[str, object]:
         raise ValueError(f"{name}: no truth file {truth.name} in {folder}; write the recording with write_recording")
     with np.load(truth) as known:
         label = true_labels_of(np.asarray(table["sample"].to_numpy()), known["r_peaks"], known["labels"])
-    score = np.asarray(table["score"].to_numpy())
-    ectopic_or_normal = (label == ECTOPIC) | (label == NORMAL)
-    return {
-        "recording": name,
-        "beats": len(label),
-        "anomalies": int((label != NORMAL).sum()),
-        "auroc": metrics.auroc(score, label != NORMAL),
-        "auroc ectopic vs normal": metrics.auroc(score[ectopic_or_normal], label[ectopic_or_normal] == ECTOPIC),
-    }
+    quality = evaluate_scores(np.asarray(table["score"].to_numpy()), label)
+    beats, anomalies = quality.pop("test_beats"), quality.pop("test_anomalies")
+    return {"recording": name, "beats": beats, "anomalies": anomalies} | quality
 
 
 def rank_recordings(tables, metadata, *, on: str = "cpu", broadcast: bool = False):

@@ -48,7 +48,9 @@ def test_one_recording_becomes_a_table_of_scored_beats(recordings, model):
     assert ((table["time_s"] * 250).round() == table["sample"]).all()
     quality = scale.recording_quality(table, paths[0].parent)
     assert quality["recording"] == "recording-010" and quality["beats"] == len(table)
-    assert 0 <= quality["auroc"] <= 1 and quality["anomalies"] > 0
+    assert quality["anomalies"] > 0 and quality["precision_at_rate"] > 0.5
+    # even a model trained on 300 beats ranks anomalies above normal beats (chapter 6's measure, per recording)
+    assert quality["auroc"] > 0.9 and quality["auroc ectopic vs normal"] > 0.9
 
 
 def test_the_traffic_of_a_recording_is_metered_stage_by_stage(recordings, model, monkeypatch):
