@@ -40,9 +40,8 @@
 # %%
 from support import env, scale
 
-scale.require_gpus(2)
-libraries = env.GPU_STACK + ("dask", "distributed", "dask_cuda", "dask_cudf")
-print(env.banner_text(versions=env.stack_versions(libraries)))
+env.require_gpu(chapter="07_many_gpus", gpus=2)
+env.banner(env.GPU_STACK + ("dask", "distributed", "dask_cuda", "dask_cudf"))
 
 # %%
 fig = scale.cluster_diagram()

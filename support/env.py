@@ -207,7 +207,7 @@ def memory_needed_gib(chapter: str, groups=None) -> float | None:
     return -(-needed * 10 // GIB) / 10
 
 
-def require_gpu(min_memory_gib: float | None = None, *, chapter: str | None = None) -> Gpu:
+def require_gpu(min_memory_gib: float | None = None, *, chapter: str | None = None, gpus: int = 1) -> Gpu:
     """Return GPU 0, or raise :class:`GpuUnavailableError` saying why there is none and what to do.
 
     Parameters
@@ -217,6 +217,8 @@ def require_gpu(min_memory_gib: float | None = None, *, chapter: str | None = No
     chapter
         A chapter's notebook name (``"04_memory_pools"``): the memory it needs is read from its measured runs
         (:func:`memory_needed_gib`) when ``min_memory_gib`` is not given.
+    gpus
+        How many GPUs the machine must have (chapter 7 compares one worker with two).
     """
     probe = _probe_once()
     if not probe.available:
@@ -225,11 +227,16 @@ def require_gpu(min_memory_gib: float | None = None, *, chapter: str | None = No
             "and the book's environment (the gpu extra, or environment.yml); the published outputs are in the "
             "built book."
         )
+    what = f"Chapter {chapter}" if chapter else "This"
+    if len(probe.gpus) < gpus:
+        raise GpuUnavailableError(
+            f"{what} needs {gpus} GPUs and this machine has {len(probe.gpus)} "
+            f"({', '.join(g.name for g in probe.gpus)}). Read the published outputs in the built book instead."
+        )
     gpu = probe.gpus[0]
     if min_memory_gib is None and chapter is not None:
         min_memory_gib = memory_needed_gib(chapter)
     if min_memory_gib is not None and gpu.memory_gib < min_memory_gib:
-        what = f"Chapter {chapter}" if chapter else "This"
         raise GpuUnavailableError(
             f"{what} needs a GPU with at least {min_memory_gib:g} GiB of memory (measured); "
             f"GPU 0 ({gpu.name}) has {gpu.memory_gib:.1f} GiB. Read the published outputs in the built book instead."
@@ -271,11 +278,26 @@ def missing_modules(names: Iterable[str]) -> list[str]:
     return missing
 
 
-def _distribution_version(import_name: str, distributions: dict[str, list[str]]) -> str | None:
+#: The distributions that install an import name, tried before scanning every installed distribution (pip's
+#: CUDA builds carry a suffix: ``cudf`` comes as ``cudf-cu13`` from pip and as ``cudf`` from conda).
+DISTRIBUTIONS: dict[str, tuple[str, ...]] = {
+    "cudf": ("cudf-cu13", "cudf"),
+    "rmm": ("rmm-cu13", "rmm"),
+    "cupy": ("cupy-cuda13x", "cupy"),
+    "dask_cudf": ("dask-cudf-cu13", "dask-cudf"),
+    "dask_cuda": ("dask-cuda",),
+}
+
+
+def _distribution_version(import_name: str, distributions) -> str | None:
+    """The version of the library imported as ``import_name``: its ``__version__`` if it is imported already,
+    else the metadata of the distributions likely to hold it, else of those ``distributions()`` (a callable
+    returning :func:`importlib.metadata.packages_distributions`, slow: it reads every installed package) names."""
     module = sys.modules.get(import_name)
     if module is not None and isinstance(getattr(module, "__version__", None), str):
         return module.__version__
-    for dist in distributions.get(import_name, []):
+    likely = (*DISTRIBUTIONS.get(import_name, ()), import_name.replace("_", "-"))
+    for dist in (*likely, *distributions().get(import_name, [])):
         try:
             return importlib.metadata.version(dist)
         except importlib.metadata.PackageNotFoundError:
@@ -288,7 +310,13 @@ def stack_versions(names: Sequence[str] = GPU_STACK) -> dict[str, str | None]:
 
     Reads package metadata, so ``cudf`` is found whether it came as ``cudf`` (conda) or ``cudf-cu13`` (pip).
     """
-    distributions = importlib.metadata.packages_distributions()
+    scanned: dict[str, list[str]] = {}
+
+    def distributions() -> dict[str, list[str]]:  # scanned once, and only for a name not found directly
+        if not scanned:
+            scanned.update(importlib.metadata.packages_distributions())
+        return scanned
+
     return {name: _distribution_version(name, distributions) for name in names}
 
 
@@ -331,6 +359,7 @@ def banner_text(
     return "\n".join(lines)
 
 
-def banner() -> None:
-    """Print the environment banner: GPU, driver, CUDA, and the versions of the GPU stack."""
-    print(banner_text())
+def banner(libraries: Sequence[str] = GPU_STACK) -> None:
+    """Print the environment banner: every GPU, the driver, CUDA, and the versions of ``libraries`` (import
+    names; the book's GPU stack unless a chapter names more)."""
+    print(banner_text(versions=stack_versions(libraries)))

@@ -17,7 +17,7 @@ The same code runs on a laptop's cores and on a machine's GPUs; only the cluster
   dashboard's "Task Stream" plot, as a figure for the page);
 - :func:`measure_stages` times the scoring and both rankings on one cluster (with the bytes sent between
   workers and each worker's load), :func:`scaling_table` sets two clusters side by side;
-- :func:`require_gpus` refuses a machine with too few GPUs, and :func:`cluster_diagram` draws the cluster.
+- :func:`cluster_diagram` draws the cluster.
 """
 
 from __future__ import annotations
@@ -129,25 +129,12 @@ class GlobalModel:
         return vae.anomaly_scores(self.model.to(tensor.device), tensor)
 
 
-def find_beats(signal, config):
-    """Chapter 6's stages from a signal to its beats, where the signal lives: convolve, gate, prune and embed.
-
-    The same three calls open ``support.ecg.evaluation.evaluate_recording``; they move to
-    ``support.ecg.pipeline`` when chapter 6 is next executed (its published outputs ran with pipeline.py as it is).
-    """
-    from support.ecg import pipeline
-    from support.ecg.beats import extract_beats
-
-    response, clean = pipeline.convolve(signal, config.fs)
-    return extract_beats(clean, pipeline.find_candidates(response, config), config.fs, limits=config.limits)
-
-
 def _beats_of(path, fs: float, on: str):
     from support.ecg import pipeline, reading
 
     recording = reading.read_signal(path, on=on)
     pipeline.check_length(recording.signal, fs)
-    return find_beats(recording.signal, pipeline.PipelineConfig(fs=fs, progress=False))
+    return pipeline.find_beats(recording.signal, pipeline.PipelineConfig(fs=fs, progress=False))
 
 
 def train_on_sample(
@@ -216,7 +203,7 @@ def beat_table(path, model: GlobalModel, *, on: str = "cpu", meter=None):
         recording = reading.read_signal(path, on=on)
         pipeline.check_length(recording.signal, model.fs)
     with stage("beats"):
-        found = find_beats(recording.signal, pipeline.PipelineConfig(fs=model.fs, progress=False))
+        found = pipeline.find_beats(recording.signal, pipeline.PipelineConfig(fs=model.fs, progress=False))
         if len(found) < 3:
             raise ValueError(f"{path}: fewer than three beats were found; is this an ECG sampled at {model.fs:g} Hz?")
     with stage("score"):
@@ -461,22 +448,6 @@ def make_cluster(kind: str = "cpu", *, workers: int | None = None, rmm_pool_size
         options = {"threads_per_worker": 1, "processes": True, "dashboard_address": None} | options
         return LocalCluster(n_workers=workers or 2, **options)
     raise ValueError(f"kind must be 'gpu' or 'cpu', not {kind!r}")
-
-
-def require_gpus(count: int, probe=None):
-    """Return this machine's GPUs, or raise :class:`support.env.GpuUnavailableError` saying that ``count`` are
-    needed (chapter 7 compares one worker with two) and how many there are."""
-    from support import env
-    from support.book import too_few_gpus
-
-    probe = env.probe_gpus() if probe is None else probe
-    if not probe.available:
-        problem = f"needs {count} CUDA GPUs, and none is usable: {probe.problem}"
-    else:
-        problem = too_few_gpus(count, probe)
-    if problem:
-        raise env.GpuUnavailableError(f"This chapter {problem}. Read the published outputs in the built book instead.")
-    return probe.gpus
 
 
 def cluster_diagram(workers: int = 2):

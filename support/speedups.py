@@ -94,6 +94,11 @@ class SideBySide:
             raise ValueError(f"{self.work}: name at least one CPU contender")
 
     @property
+    def label(self) -> str:
+        """What the figure calls this row: the work."""
+        return self.work
+
+    @property
     def familiar(self) -> str:
         """The CPU code a reader writes first (NumPy, pandas' defaults): the first contender."""
         return next(iter(self.cpu))
@@ -154,9 +159,10 @@ def speedup_rows(results: list[SideBySide]) -> list[dict[str, object]]:
     ]
 
 
-def speedup_figure(results: list[SideBySide]):
-    """Two horizontal bars per piece of work, on a log scale: the GPU against the familiar CPU code, and against
-    the fastest CPU contender."""
+def speedup_figure(results, *, title: str = "the same work, CPU vs GPU"):
+    """Two horizontal bars per row of ``results``, on a log scale: the GPU against the familiar CPU code, and
+    against the fastest CPU contender. A row is anything with ``label``, ``speedup`` and ``honest_speedup``: a
+    :class:`SideBySide` (chapter 1) or a :class:`support.ecg.pipeline.StageSpeedup` (chapter 6)."""
     from support.figures import new_figure
 
     fig, axes = new_figure(size=(8, 0.8 * len(results) + 1.4))
@@ -172,11 +178,11 @@ def speedup_figure(results: list[SideBySide]):
         for y, value in zip(ys, values, strict=True):
             text = f"{value:,.0f}×" if value >= 10 else f"{value:.1f}×"
             axes.annotate(text, (value, y), xytext=(4, 0), textcoords="offset points", va="center", fontsize=8)
-    axes.set_yticks(range(len(results)), [r.work for r in results])
+    axes.set_yticks(range(len(results)), [r.label for r in results])
     axes.invert_yaxis()
     axes.set_xscale("log")
     axes.axvline(1, color="black", linewidth=0.8)
-    axes.set(xlabel="GPU speed-up (median, log scale)", title="the same work, CPU vs GPU")
+    axes.set(xlabel="GPU speed-up (median, log scale)", title=title)
     axes.legend(loc="lower right", fontsize=8)
     axes.margins(x=0.25)
     return fig

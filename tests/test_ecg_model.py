@@ -75,6 +75,8 @@ def test_pipeline_on_the_cpu_finds_the_beats_and_the_anomalies(short_recording):
     assert quality["auroc"] > 0.9, quality
     assert result.beats.matrix.shape == (len(result.beats), beat_tools.BeatWindow.for_rate(ecg.fs).width)
     assert np.shares_memory(result.tensor.numpy(), result.beats.matrix)
+    found = pipeline.find_beats(result.recording.signal, config)  # the same stages, in one call
+    assert np.array_equal(found.peaks, result.beats.peaks) and np.array_equal(found.matrix, result.beats.matrix)
 
 
 def test_figures_draw_from_cpu_results(short_recording):
@@ -83,6 +85,7 @@ def test_figures_draw_from_cpu_results(short_recording):
     matplotlib.use("Agg")
     from support.ecg import beats as beat_tools
     from support.ecg import plots
+    from support.speedups import speedup_figure
 
     _, path, ecg = short_recording
     signal = reading.read_signal(path, on="cpu").signal
@@ -94,7 +97,7 @@ def test_figures_draw_from_cpu_results(short_recording):
         plots.filter_figure(signal, clean, response, ecg.fs, start_s=60),
         plots.beats_figure(beats, labels, ecg.fs),
         plots.latent_figure(torch.randn(50, 2), np.linspace(0.1, 5, 50), labels[:50]),
-        plots.speedup_figure([pipeline.StageSpeedup("read", 12.0, 3.0, 1.0), pipeline.StageSpeedup("total", 30, 9, 1)]),
+        speedup_figure([pipeline.StageSpeedup("read", 12.0, 3.0, 1.0), pipeline.StageSpeedup("total", 30, 9, 1)]),
     ]
     assert [len(f.axes) for f in figures] == [3, 1, 3, 1]  # the latent figure has a colour bar
     drawn = figures[1].axes[0].lines

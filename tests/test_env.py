@@ -88,6 +88,8 @@ def test_banner_prints(capsys, monkeypatch):
     monkeypatch.setattr(env, "_probe_once", lambda: GpuProbe(problem="no NVIDIA driver"))
     env.banner()
     assert "No usable CUDA GPU" in capsys.readouterr().out
+    env.banner(("pytest", "no_such_library_here"))
+    assert f"pytest {pytest.__version__} · no-such-library-here —" in capsys.readouterr().out
 
 
 def test_require_gpu_explains_what_is_missing(monkeypatch):
@@ -101,6 +103,8 @@ def test_require_gpu_checks_memory(monkeypatch):
     assert env.require_gpu(min_memory_gib=40) == H100
     with pytest.raises(GpuUnavailableError, match="at least 500 GiB.*has 79.2 GiB"):
         env.require_gpu(min_memory_gib=500)
+    with pytest.raises(GpuUnavailableError, match="Chapter 07_x needs 2 GPUs and this machine has 1 \\(NVIDIA H100"):
+        env.require_gpu(chapter="07_x", gpus=2)
 
 
 def test_stack_versions_reads_metadata_and_reports_missing_as_none():
@@ -108,6 +112,16 @@ def test_stack_versions_reads_metadata_and_reports_missing_as_none():
 
     versions = env.stack_versions(["pytest", "no_such_library_here"])
     assert versions == {"pytest": installed.__version__, "no_such_library_here": None}
+
+
+def test_stack_versions_scans_every_distribution_only_for_a_name_it_cannot_place(monkeypatch):
+    import importlib.metadata
+
+    scans = []
+    monkeypatch.setattr(importlib.metadata, "packages_distributions", lambda: scans.append(1) or {"yaml": ["PyYAML"]})
+    assert env.stack_versions(["pytest", "nbformat"])["nbformat"] is not None and scans == []
+    assert env.stack_versions(["yaml", "no_such_library_here"])["yaml"] == importlib.metadata.version("PyYAML")
+    assert scans == [1]  # one scan for both names it could not place
 
 
 def test_missing_modules_checks_without_importing():

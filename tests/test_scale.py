@@ -146,17 +146,6 @@ def test_task_names_and_an_empty_stream():
     }
 
 
-def test_two_gpus_are_required_with_a_reason():
-    from support.env import Gpu, GpuProbe, GpuUnavailableError
-
-    gpu = Gpu(0, "NVIDIA H200", 141 * 2**30, (9, 0), 132)
-    assert scale.require_gpus(2, GpuProbe(gpus=(gpu, gpu), cuda_version="13.0")) == (gpu, gpu)
-    with pytest.raises(GpuUnavailableError, match="needs 2 GPUs; this machine has 1"):
-        scale.require_gpus(2, GpuProbe(gpus=(gpu,), cuda_version="13.0"))
-    with pytest.raises(GpuUnavailableError, match="needs 2 CUDA GPUs, and none is usable: no driver"):
-        scale.require_gpus(2, GpuProbe(problem="no driver"))
-
-
 def test_the_cluster_diagram_draws_one_box_per_worker():
     texts = [t.get_text() for t in scale.cluster_diagram(workers=3).axes[0].texts]
     assert sum(t.startswith("worker ") for t in texts) == 3 and "shuffle" in texts

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from support.ecg import step_speed
+from support.ecg import step_speed, vae
 
 
 def test_the_trace_summary_counts_kernels_per_step_and_their_share_of_the_step():
@@ -25,12 +25,12 @@ def test_an_eager_step_trains_on_consecutive_batches():
     beats = shape + 0.05 * torch.randn(64, 64, generator=torch.Generator().manual_seed(0))
     step = step_speed.eager_step(beats, 16)
     step.model.eval()
-    before = step_speed._loss(step.model, beats).item()
+    before = vae.batch_loss(step.model, beats).item()
     step.model.train()
     for _ in range(40):  # wraps around after four batches
         step()
     step.model.eval()
-    assert step_speed._loss(step.model, beats).item() < 0.5 * before  # the steps trained the model
+    assert vae.batch_loss(step.model, beats).item() < 0.5 * before  # the steps trained the model
     with pytest.raises(ValueError, match="at least 128 beats"):
         step_speed.eager_step(beats, 128)
 

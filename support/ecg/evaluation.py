@@ -235,13 +235,10 @@ def evaluate_recording(ecg, *, by: str = "random", latents=(2, 4, 8), epochs: in
     The beats are found and embedded where ``ecg.signal`` lives (CuPy: on the GPU), handed to PyTorch without
     a copy, split ``by`` random or time, the model chosen on validation, and the test flags judged.
     """
-    from support.ecg import beats as beat_tools
     from support.ecg import pipeline
     from support.ecg.backend import to_host
 
-    config = pipeline.PipelineConfig(fs=ecg.fs, seed=seed, progress=False)
-    response, clean = pipeline.convolve(ecg.signal, ecg.fs)
-    found = beat_tools.extract_beats(clean, pipeline.find_candidates(response, config), ecg.fs)
+    found = pipeline.find_beats(ecg.signal, pipeline.PipelineConfig(fs=ecg.fs, seed=seed, progress=False))
     tensor = pipeline.to_torch(found.matrix)
     peaks = to_host(found.peaks)
     split = split_rows(len(found), by=by, seed=seed, device=tensor.device)

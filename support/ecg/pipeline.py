@@ -135,6 +135,13 @@ def find_candidates(response, config: PipelineConfig):
     return xp.flatnonzero(gate)
 
 
+def find_beats(signal, config: PipelineConfig) -> beat_tools.Beats:
+    """The stages from a signal to its embedded beats, where the signal lives: convolve, gate, prune, embed
+    (what :func:`run_from_signal` does stage by stage, for code that needs the beats and not the log)."""
+    response, clean = convolve(signal, config.fs)
+    return beat_tools.extract_beats(clean, find_candidates(response, config), config.fs, limits=config.limits)
+
+
 def beat_lengths(candidates):
     """Samples between consecutive candidates: the RR intervals, where each candidate is a beat."""
     return array_module(candidates).diff(candidates)
@@ -313,6 +320,11 @@ class StageSpeedup:
     cpu_familiar: float
     cpu_fastest: float
     gpu: float
+
+    @property
+    def label(self) -> str:
+        """What the figure calls this row: the stage."""
+        return self.stage
 
     @property
     def speedup(self) -> float:

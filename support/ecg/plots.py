@@ -133,22 +133,6 @@ def latent_figure(latents, scores, labels):
     return fig
 
 
-def speedup_figure(entries):
-    """Two bars per stage (log scale): the GPU against the familiar CPU code and against the fastest CPU code;
-    ``entries`` are :class:`support.ecg.pipeline.StageSpeedup`."""
-    fig, ax = _figure(size=(7, 3))
-    positions = np.arange(len(entries))
-    ax.bar(positions - 0.2, [e.speedup for e in entries], 0.4, color="tab:gray", label="vs the familiar CPU code")
-    ax.bar(
-        positions + 0.2, [e.honest_speedup for e in entries], 0.4, color="tab:green", label="vs the fastest CPU code"
-    )
-    ax.set_xticks(positions, [e.stage for e in entries])
-    ax.axhline(1, color="black", linewidth=0.8)
-    ax.set(yscale="log", ylabel="GPU speed-up (×)", title="same stages, same data: CPU time / GPU time")
-    ax.legend(fontsize=7)
-    return fig
-
-
 def score_histogram_figure(scores, contexts, threshold: float | None = None):
     """Histograms of the anomaly scores per beat context (log scale), and the flagging threshold.
 

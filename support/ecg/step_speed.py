@@ -66,11 +66,6 @@ def _check_beats(beats: torch.Tensor, batch_size: int) -> None:
         raise ValueError(f"need a beats × width matrix of at least {batch_size} beats, got {tuple(beats.shape)}")
 
 
-def _loss(model: vae.BeatVAE, batch: torch.Tensor) -> torch.Tensor:
-    reconstruction, mean, log_var = model(batch)
-    return vae.negative_elbo(reconstruction, batch, mean, log_var).mean()
-
-
 def eager_step(beats: torch.Tensor, batch_size: int, *, fused: bool = False, seed: int = 0) -> Callable[[], None]:
     """One ordinary training step per call, on consecutive batches of a shuffled ``beats`` (its own model)."""
     _check_beats(beats, batch_size)
@@ -83,11 +78,7 @@ def eager_step(beats: torch.Tensor, batch_size: int, *, fused: bool = False, see
     def step() -> None:
         start = (done[0] % steps) * batch_size
         done[0] += 1
-        batch = beats[order[start : start + batch_size]]
-        loss = _loss(model, batch)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
+        vae.train_step(model, optimizer, beats[order[start : start + batch_size]])
 
     step.model = model  # for a look at what the steps trained
     return step
@@ -116,7 +107,7 @@ def graphed_step(beats: torch.Tensor, batch_size: int, *, seed: int = 0) -> Call
         with torch.cuda.stream(side):  # warm-ups: autograd and the optimizer allocate their state here
             for _ in range(3):
                 optimizer.zero_grad(set_to_none=True)
-                _loss(model, static_batch).backward()
+                vae.batch_loss(model, static_batch).backward()
                 optimizer.step()
         torch.cuda.current_stream().wait_stream(side)
         graph = torch.cuda.CUDAGraph()
@@ -124,7 +115,7 @@ def graphed_step(beats: torch.Tensor, batch_size: int, *, seed: int = 0) -> Call
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)  # a note on AccumulateGrad streams, about DDP
             with torch.cuda.graph(graph):
-                _loss(model, static_batch).backward()
+                vae.batch_loss(model, static_batch).backward()
                 optimizer.step()
     except RuntimeError as error:
         reason = str(error).strip().splitlines()[0]

@@ -76,6 +76,21 @@ class Training:
     epoch_losses: torch.Tensor
 
 
+def batch_loss(model: BeatVAE, batch: torch.Tensor, beta: float = 1.0) -> torch.Tensor:
+    """The mean negative ELBO of a batch of beats under ``model``: what one training step minimizes."""
+    reconstruction, mean, log_var = model(batch)
+    return negative_elbo(reconstruction, batch, mean, log_var, beta).mean()
+
+
+def train_step(model: BeatVAE, optimizer, batch: torch.Tensor, beta: float = 1.0) -> torch.Tensor:
+    """One training step on ``batch``: loss, gradients, update. Returns the loss (still on the device)."""
+    loss = batch_loss(model, batch, beta)
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    optimizer.step()
+    return loss
+
+
 def train(
     beats: torch.Tensor,
     *,
@@ -118,11 +133,7 @@ def train(
             order = torch.randperm(len(beats), device=device, generator=generator)
             for step in range(steps):
                 batch = beats[order[step * batch_size : (step + 1) * batch_size]]
-                reconstruction, mean, log_var = model(batch)
-                loss = negative_elbo(reconstruction, batch, mean, log_var, beta).mean()
-                optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                optimizer.step()
+                loss = train_step(model, optimizer, batch, beta)
                 losses[epoch] += loss.detach() / steps
             if progress:
                 bar.set_postfix(loss=f"{losses[epoch].item():.3f}")
