@@ -8,15 +8,17 @@ The same code runs on a laptop's cores and on a machine's GPUs; only the cluster
 - :func:`write_recording` writes one synthetic recording (chapter 6's generator, one seed each, some with more
   anomalies) as a CSV, with its truth beside it, and returns its row of the metadata table;
 - :func:`train_on_sample` trains one model for every recording, on beats sampled from a few of them;
-- :func:`beat_table` is the per-recording task: chapter 6's stages from the CSV to a score per beat, where the
-  data lives (the worker's GPU, or its CPU), returned as a data frame that stays on the worker;
+- the per-recording work is two tasks, both where the data lives (the worker's GPU, or its CPU):
+  :func:`read_recording` reads a CSV into the worker's memory, :func:`score_recording` runs chapter 6's stages
+  on it to a score per beat, returned as a data frame that stays on the worker; :func:`beat_table` does both;
 - :func:`recording_quality` judges one recording's scores against its truth, where the table lives;
 - :func:`rank_recordings` joins every beat with its recording's metadata and ranks the recordings: a stage that
   needs the data of every recording at once (a shuffle between workers, or a broadcast of the small table);
 - :func:`task_stream_figure` draws what each worker did and when, from the scheduler's task stream (the
   dashboard's "Task Stream" plot, as a figure for the page);
-- :func:`measure_stages` times the scoring and both rankings on one cluster (with the bytes sent between
-  workers and each worker's load), :func:`scaling_table` sets two clusters side by side;
+- :func:`read_everywhere` reads every recording, each worker its share (:func:`shares`);
+- :func:`measure_stages` times the reading, the scoring and both rankings on one cluster (with the bytes sent
+  between workers and each worker's load), :func:`scaling_table` sets two clusters side by side;
 - :func:`cluster_diagram` draws the cluster.
 """
 
@@ -112,6 +114,12 @@ def write_recordings(folder, specs: list[RecordingSpec], *, fs: float = 250.0, o
     return [Path(folder) / f"{spec.name}.csv" for spec in specs], pd.DataFrame(rows)
 
 
+#: Beats scored per batch: a whole recording's beats at once. Scoring in chapter 6's training batches (4096) is
+#: launch-bound: the same kernels launched twenty times over, each with little work, and it was what kept scoring
+#: on two GPUs from scaling (the probe in drafts/07_many_gpus_h200_runs.txt).
+SCORE_BATCH = 2**17
+
+
 @dataclass
 class GlobalModel:
     """One model for every recording: the autoencoder (kept on the CPU to travel between processes), the score
@@ -123,10 +131,11 @@ class GlobalModel:
     trained_on: int  # beats
 
     def scores(self, tensor):
-        """Anomaly scores of the beats in ``tensor``, computed where they live."""
+        """Anomaly scores of the beats in ``tensor``, computed where they live, in batches of
+        :data:`SCORE_BATCH` beats."""
         from support.ecg import vae
 
-        return vae.anomaly_scores(self.model.to(tensor.device), tensor)
+        return vae.anomaly_scores(self.model.to(tensor.device), tensor, batch_size=SCORE_BATCH)
 
 
 def _beats_of(path, fs: float, on: str):
@@ -186,26 +195,35 @@ def empty_beat_table(on: str = "cpu"):
     return frame
 
 
-def beat_table(path, model: GlobalModel, *, on: str = "cpu", meter=None):
-    """Chapter 6's stages on the recording at ``path``, where the data lives: read, find and embed the beats,
-    score them with ``model``; one row per beat after the first (cuDF on the GPU, pandas on the CPU).
+def read_recording(path, *, fs: float = 250.0, on: str = "cpu"):
+    """Read the recording at ``path`` into this process's memory (its GPU with ``on="gpu"``: cuDF parses the
+    CSV there) and check that it is long enough: a :class:`support.ecg.reading.Recording`. On a cluster the
+    result stays on the worker that read it, as a future, until a task there uses it."""
+    from support.ecg import pipeline, reading
+
+    recording = reading.read_signal(path, on=on)
+    pipeline.check_length(recording.signal, fs)
+    return recording
+
+
+def score_recording(recording, model: GlobalModel, *, on: str = "cpu", meter=None):
+    """Chapter 6's stages on a recording already in memory, where it lives: find and embed the beats, score them
+    with ``model``; one row per beat after the first (cuDF on the GPU, pandas on the CPU).
 
     ``flagged`` is 1 where the score passes the model's threshold, ``short_rr`` where the interval before the
     beat is under 80 % of the recording's median (a premature beat); ``sample`` is the beat's R peak. A
     :class:`support.traffic.TrafficMeter` passed as ``meter`` records the copies of each stage.
     """
-    from support.ecg import pipeline, reading
+    from support.ecg import pipeline
     from support.interop import share
 
     xp = _array_module(on)
     stage = meter.stage if meter is not None else (lambda name: contextlib.nullcontext())
-    with stage("read"):
-        recording = reading.read_signal(path, on=on)
-        pipeline.check_length(recording.signal, model.fs)
+    name = Path(recording.source).stem
     with stage("beats"):
         found = pipeline.find_beats(recording.signal, pipeline.PipelineConfig(fs=model.fs, progress=False))
         if len(found) < 3:
-            raise ValueError(f"{path}: fewer than three beats were found; is this an ECG sampled at {model.fs:g} Hz?")
+            raise ValueError(f"{name}: fewer than three beats were found; is this an ECG sampled at {model.fs:g} Hz?")
     with stage("score"):
         scores = share(model.scores(pipeline.to_torch(found.matrix)), "cupy" if on == "gpu" else "numpy")
     with stage("table"):
@@ -219,8 +237,17 @@ def beat_table(path, model: GlobalModel, *, on: str = "cpu", meter=None):
             "short_rr": (rr < 0.8 * xp.median(rr)).astype(xp.float32),
         }
         table = _frame(on, columns)
-        table.insert(0, "recording", Path(path).stem)
+        table.insert(0, "recording", name)
     return table
+
+
+def beat_table(path, model: GlobalModel, *, on: str = "cpu", meter=None):
+    """:func:`read_recording` then :func:`score_recording`: the recording at ``path`` as a table of scored beats
+    (the ``meter``, if given, records the read as a stage of its own)."""
+    stage = meter.stage if meter is not None else (lambda name: contextlib.nullcontext())
+    with stage("read"):
+        recording = read_recording(path, fs=model.fs, on=on)
+    return score_recording(recording, model, on=on, meter=meter)
 
 
 def recording_quality(table, folder) -> dict[str, object]:
@@ -317,12 +344,20 @@ class ScalingRun:
     sent: dict[str, int]
     ranking: object  # pandas DataFrame
     table_bytes: int  # the beat tables' size in memory, all together
-    load: object  # pandas DataFrame: each worker's tasks in the last timed scoring run (worker_load)
+    load: object  # pandas DataFrame: each worker's tasks in the last timed read and score (worker_load)
 
 
-#: The stages :func:`measure_stages` times, in order. The second is the first seen from the workers: from the
-#: start of the first task to the end of the last, without the notebook's part (sending the tasks, hearing back).
-STAGES = ("score every recording", "  of which on the workers", "rank: shuffle", "rank: broadcast")
+#: The stages :func:`measure_stages` times, in order. Each "on the workers" line is the stage above it seen from the
+#: workers: from the start of its first task to the end of its last, without the notebook's part (sending the
+#: tasks, hearing back).
+STAGES = (
+    "read every recording",
+    "  read: on the workers",
+    "score every recording",
+    "  score: on the workers",
+    "rank: shuffle",
+    "rank: broadcast",
+)
 
 
 def _computations(records) -> list[tuple[str, str, float, float]]:
@@ -362,40 +397,74 @@ def busy_span(records) -> float:
     return max(stop for *_, stop in found) - min(start for _, _, start, _ in found)
 
 
+def shares(paths, workers) -> dict[str, list[str]]:
+    """Which recordings each worker reads: ``paths`` dealt out in turn, as even as they go (a cluster whose nodes
+    each hold their own files on disk splits the same way)."""
+    if not workers:
+        raise ValueError("the cluster has no workers: start it, or wait for its workers to arrive")
+    workers = sorted(workers)
+    return {worker: [str(p) for p in paths[k :: len(workers)]] for k, worker in enumerate(workers)}
+
+
+def read_everywhere(client, paths, *, fs: float = 250.0, on: str = "cpu") -> list:
+    """Read every recording on ``client``'s cluster, each worker its :func:`shares` (the reads are pinned
+    there); returns the futures of the recordings, in the order of ``paths``. A task that takes one of them
+    runs where it lives."""
+    placed = shares(paths, client.scheduler_info()["workers"])
+    futures = {}
+    for worker, mine in placed.items():
+        read = client.map(read_recording, mine, fs=fs, on=on, workers=[worker], pure=False)
+        futures |= dict(zip(mine, read, strict=True))
+    return [futures[str(p)] for p in paths]
+
+
 def measure_stages(client, paths, model: GlobalModel, metadata, *, on: str = "cpu", warmup: int = 1, repeat: int = 5):
     """Time each of :data:`STAGES` on ``client``'s cluster with the wall clock (``warmup`` untimed runs, then
-    ``repeat`` timed ones): all recordings scored (:func:`beat_table`, one task each, until every table is
-    done; the model travels with each task, so that the tasks depend on nothing and the scheduler hands each to
-    the next free worker), then the tables ranked with their metadata by a
-    shuffle and by a broadcast (:func:`rank_recordings`). Returns a :class:`ScalingRun`."""
+    ``repeat`` timed ones): every recording read (:func:`read_everywhere`) until all are in memory, then every
+    recording scored (:func:`score_recording`, one task each, where its recording lives; the model travels
+    with each task) until every table is done, then the tables ranked with their metadata by a shuffle and by
+    a broadcast (:func:`rank_recordings`). Returns a :class:`ScalingRun`."""
+    import pandas as pd
     from distributed import get_task_stream, wait
 
     from support.bench import Timing, time_wall
 
-    paths = [str(p) for p in paths]
-    streams = []
+    streams = {"read": [], "score": []}
+
+    def streamed(kind, start):
+        with get_task_stream(client) as stream:
+            futures = start()
+            wait(futures)
+        streams[kind].append(stream.data)
+        return futures
+
+    def read():
+        return streamed("read", lambda: read_everywhere(client, paths, fs=model.fs, on=on))
+
+    recordings = read()
+    timings = {STAGES[0]: time_wall(read, label=STAGES[0], warmup=warmup, repeat=repeat)}
 
     def score():
-        with get_task_stream(client) as stream:
-            tables = client.map(beat_table, paths, model=model, on=on, pure=False)
-            wait(tables)
-        streams.append(stream.data)
-        return tables
+        return streamed("score", lambda: client.map(score_recording, recordings, model=model, on=on, pure=False))
 
-    timings = {STAGES[0]: time_wall(score, label=STAGES[0], warmup=warmup, repeat=repeat)}
-    timings[STAGES[1]] = Timing(STAGES[1], tuple(busy_span(records) for records in streams[warmup:]), "wall")
-    load = worker_load(streams[-1])
+    timings[STAGES[2]] = time_wall(score, label=STAGES[2], warmup=warmup, repeat=repeat)
+    for kind, label in (("read", STAGES[1]), ("score", STAGES[3])):
+        timed = streams[kind][-repeat:]
+        timings[label] = Timing(label, tuple(busy_span(records) for records in timed), "wall")
+    load = pd.concat({kind: worker_load(streams[kind][-1]) for kind in streams}, names=["stage", "worker"])
     tables = score()
     sent = {}
-    for stage, broadcast in zip(STAGES[2:], (False, True), strict=True):
+    for stage, broadcast in zip(STAGES[4:], (False, True), strict=True):
         rank = functools.partial(rank_recordings, tables, metadata, on=on, broadcast=broadcast)
         before = bytes_between_workers(client)
         rank()
         sent[stage] = bytes_between_workers(client) - before
         timings[stage] = time_wall(rank, label=stage, warmup=warmup, repeat=repeat)
-    workers = len(client.scheduler_info()["workers"])
     table_bytes = sum(client.gather(client.map(_table_bytes, tables)))
-    return ScalingRun(workers, timings, sent, rank_recordings(tables, metadata, on=on), int(table_bytes), load)
+    workers = len(client.scheduler_info()["workers"])
+    return ScalingRun(
+        workers, {s: timings[s] for s in STAGES}, sent, rank_recordings(tables, metadata, on=on), int(table_bytes), load
+    )
 
 
 def _table_bytes(table) -> int:
@@ -426,11 +495,24 @@ def scaling_table(one: ScalingRun, more: ScalingRun):
     return pd.DataFrame(rows).set_index("stage")
 
 
-def make_cluster(kind: str = "cpu", *, workers: int | None = None, rmm_pool_size: str | None = "4GB", **options):
-    """A local Dask cluster: ``"gpu"`` is ``dask_cuda.LocalCUDACluster`` (one worker per visible GPU, or the first
-    ``workers`` of them, each with an RMM pool of ``rmm_pool_size`` that cuDF, CuPy and PyTorch allocate from),
+def make_cluster(
+    kind: str = "cpu",
+    *,
+    workers: int | None = None,
+    rmm_pool_size: str | None = "4GB",
+    work_stealing: bool = False,
+    **options,
+):
+    """A local Dask cluster: ``"gpu"`` is ``dask_cuda.LocalCUDACluster`` (one worker per visible GPU, or on the
+    first ``workers`` of them, each with an RMM pool of ``rmm_pool_size`` that cuDF, CuPy and PyTorch allocate from),
     ``"cpu"`` a ``distributed.LocalCluster`` of ``workers`` single-threaded processes. ``options`` go to the
-    cluster as they are. Returns the cluster; ``distributed.Client(cluster)`` connects to it."""
+    cluster as they are. Returns the cluster; ``distributed.Client(cluster)`` connects to it.
+
+    Work stealing (the scheduler moving a queued task, and the data it needs, to an idle worker) is off unless
+    ``work_stealing``: here every task is placed where its recording lives, and moving a recording between GPUs
+    costs more than scoring it."""
+    import dask
+
     # Worker and scheduler log lines (a heartbeat missed while a cluster closes, a shuffle's progress) would land
     # in the notebook's output; a task's failure still reaches the client as its exception.
     options = {"silence_logs": logging.CRITICAL} | options
@@ -439,15 +521,18 @@ def make_cluster(kind: str = "cpu", *, workers: int | None = None, rmm_pool_size
 
         if rmm_pool_size:
             options |= {"rmm_pool_size": rmm_pool_size, "rmm_allocator_external_lib_list": ["cupy", "torch"]}
-        if workers is not None:
-            options["CUDA_VISIBLE_DEVICES"] = list(range(workers))
-        return LocalCUDACluster(**options)
-    if kind == "cpu":
+        # fewer workers than GPUs: the first ``workers`` GPUs get one each, and every worker still sees all GPUs
+        # (its own first), so a process on a smaller cluster runs in the same conditions as on a larger one
+        start = functools.partial(LocalCUDACluster, n_workers=workers, **options)
+    elif kind == "cpu":
         from distributed import LocalCluster
 
         options = {"threads_per_worker": 1, "processes": True, "dashboard_address": None} | options
-        return LocalCluster(n_workers=workers or 2, **options)
-    raise ValueError(f"kind must be 'gpu' or 'cpu', not {kind!r}")
+        start = functools.partial(LocalCluster, n_workers=workers or 2, **options)
+    else:
+        raise ValueError(f"kind must be 'gpu' or 'cpu', not {kind!r}")
+    with dask.config.set({"distributed.scheduler.work-stealing": work_stealing}):  # read when the scheduler starts
+        return start()
 
 
 def cluster_diagram(workers: int = 2):

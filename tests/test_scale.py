@@ -98,14 +98,17 @@ def test_two_workers_score_and_rank_the_recordings(recordings, model):
         qualities = client.gather(client.map(scale.recording_quality, tables, folder=str(paths[0].parent)))
         run = scale.measure_stages(client, paths, model, metadata, warmup=0, repeat=1)
     assert run.workers == 2 and list(run.timings) == list(scale.STAGES)
-    assert run.timings["  of which on the workers"].median <= run.timings["score every recording"].median
-    assert run.load["tasks"].sum() == 3 and list(run.load.index) == ["worker 0", "worker 1"]
+    assert run.timings["  read: on the workers"].median <= run.timings["read every recording"].median
+    assert run.timings["  score: on the workers"].median <= run.timings["score every recording"].median
+    # the reads were dealt out 2 + 1, and each recording was scored where it was read
+    assert run.load.loc["read", "tasks"].to_dict() == {"worker 0": 2, "worker 1": 1}
+    assert run.load.loc["score", "tasks"].to_dict() == {"worker 0": 2, "worker 1": 1}
     pd.testing.assert_frame_equal(run.ranking, shuffled)
     # the shuffle sends beat rows to the other worker; the broadcast sends the metadata and partial sums only
     assert run.sent["rank: shuffle"] > run.sent["rank: broadcast"] and run.table_bytes > 0
     table = scale.scaling_table(dataclasses.replace(run, workers=1), run)
     assert list(table.columns) == ["1 worker", "2 workers", "speed-up", "sent between workers (2)"]
-    assert list(table["speed-up"]) == ["1.0×"] * 4 and table.loc["score every recording"].iloc[-1] == ""
+    assert list(table["speed-up"]) == ["1.0×"] * 6 and table.loc["score every recording"].iloc[-1] == ""
     assert tuple(shuffled.columns) == scale.RANK_COLUMNS
     pd.testing.assert_frame_equal(shuffled, broadcast)
     assert shuffled["flagged_share"].is_monotonic_decreasing
@@ -116,6 +119,28 @@ def test_two_workers_score_and_rank_the_recordings(recordings, model):
     figure = scale.task_stream_figure(stream.data)
     assert [t.get_text() for t in figure.axes[0].get_yticklabels()][:1] == ["worker 0"]
     assert "beat_table" in [t.get_text() for t in figure.axes[0].get_legend().get_texts()]
+
+
+def test_each_worker_reads_its_share_and_the_recordings_stay_there(recordings, model):
+    from distributed import Client, wait
+
+    paths, _ = recordings
+    assert scale.shares(paths, ["b", "a"]) == {"a": [str(paths[0]), str(paths[2])], "b": [str(paths[1])]}
+    with pytest.raises(ValueError, match="the cluster has no workers"):
+        scale.shares(paths, [])
+    with scale.make_cluster("cpu", workers=2) as cluster, Client(cluster) as client:
+        stealing = client.run_on_scheduler(lambda dask_scheduler: "stealing" in dask_scheduler.extensions)
+        assert not stealing  # a task stays where its recording is
+        read = scale.read_everywhere(client, paths)
+        wait(read)
+        holders = client.who_has(read)
+        workers = sorted(client.scheduler_info()["workers"])
+        assert [holders[f.key] for f in read] == [(workers[0],), (workers[1],), (workers[0],)]
+        assert [r.source for r in client.gather(read)] == [str(p) for p in paths]
+        tables = client.map(scale.score_recording, read, model=model, pure=False)
+        wait(tables)
+        assert client.who_has(tables)[tables[1].key] == (workers[1],)  # scored where it was read
+        pd.testing.assert_frame_equal(tables[2].result(), scale.beat_table(paths[2], model))
 
 
 def test_task_names_and_an_empty_stream():
