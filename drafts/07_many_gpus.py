@@ -177,7 +177,7 @@ fig = scale.task_stream_figure(stream.data, title="Sixteen recordings on two GPU
 
 # %% [markdown]
 # Each bar is one task on one worker, from the moment it started to the moment it finished: the reads of the
-# worker's eight recordings, then their scoring, which starts as soon as a recording is in memory. Where a
+# worker's half of the recordings, then their scoring, which starts as soon as a recording is in memory. Where a
 # worker's first scoring bar is longer than the others, that task compiled the Numba kernels and planned the FFTs
 # in that process; later tasks reuse them.
 #

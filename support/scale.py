@@ -195,6 +195,11 @@ def empty_beat_table(on: str = "cpu"):
     return frame
 
 
+def _stages(meter):
+    """``meter.stage`` (a :class:`support.traffic.TrafficMeter`'s), or a stand-in that records nothing."""
+    return meter.stage if meter is not None else (lambda name: contextlib.nullcontext())
+
+
 def read_recording(path, *, fs: float = 250.0, on: str = "cpu"):
     """Read the recording at ``path`` into this process's memory (its GPU with ``on="gpu"``: cuDF parses the
     CSV there) and check that it is long enough: a :class:`support.ecg.reading.Recording`. On a cluster the
@@ -218,7 +223,7 @@ def score_recording(recording, model: GlobalModel, *, on: str = "cpu", meter=Non
     from support.interop import share
 
     xp = _array_module(on)
-    stage = meter.stage if meter is not None else (lambda name: contextlib.nullcontext())
+    stage = _stages(meter)
     name = Path(recording.source).stem
     with stage("beats"):
         found = pipeline.find_beats(recording.signal, pipeline.PipelineConfig(fs=model.fs, progress=False))
@@ -244,7 +249,7 @@ def score_recording(recording, model: GlobalModel, *, on: str = "cpu", meter=Non
 def beat_table(path, model: GlobalModel, *, on: str = "cpu", meter=None):
     """:func:`read_recording` then :func:`score_recording`: the recording at ``path`` as a table of scored beats
     (the ``meter``, if given, records the read as a stage of its own)."""
-    stage = meter.stage if meter is not None else (lambda name: contextlib.nullcontext())
+    stage = _stages(meter)
     with stage("read"):
         recording = read_recording(path, fs=model.fs, on=on)
     return score_recording(recording, model, on=on, meter=meter)

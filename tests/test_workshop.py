@@ -86,3 +86,15 @@ def test_make_workshop_writes_every_chapter_and_a_readme(tmp_path):
     assert (tmp_path / "README.md").read_text().startswith("# Workshop edition")
     for path in written:
         assert all(not cell.get("outputs") for cell in nbformat.read(path, as_version=4).cells)
+
+
+def test_chapters_one_to_six_end_with_three_to_five_exercises_each():
+    """The teachers' page promises exercises at the end of chapters 1 to 6 (chapter 4's on its second page)."""
+    counts: dict[str, int] = {}
+    for path in book.chapter_notebooks():
+        number = path.name[:2]
+        if "01" <= number <= "06":
+            labels = workshop.exercise_labels(nbformat.read(path, as_version=4))
+            counts[number] = counts.get(number, 0) + len(labels)
+    assert sorted(counts) == ["01", "02", "03", "04", "05", "06"]
+    assert all(3 <= count <= 5 for count in counts.values()), counts
