@@ -285,7 +285,6 @@ DISTRIBUTIONS: dict[str, tuple[str, ...]] = {
     "rmm": ("rmm-cu13", "rmm"),
     "cupy": ("cupy-cuda13x", "cupy"),
     "dask_cudf": ("dask-cudf-cu13", "dask-cudf"),
-    "dask_cuda": ("dask-cuda",),
 }
 
 
@@ -297,11 +296,12 @@ def _distribution_version(import_name: str, distributions) -> str | None:
     if module is not None and isinstance(getattr(module, "__version__", None), str):
         return module.__version__
     likely = (*DISTRIBUTIONS.get(import_name, ()), import_name.replace("_", "-"))
-    for dist in (*likely, *distributions().get(import_name, [])):
-        try:
-            return importlib.metadata.version(dist)
-        except importlib.metadata.PackageNotFoundError:
-            continue
+    for candidates in (lambda: likely, lambda: distributions().get(import_name, [])):  # the scan only if needed
+        for dist in candidates():
+            try:
+                return importlib.metadata.version(dist)
+            except importlib.metadata.PackageNotFoundError:
+                continue
     return None
 
 

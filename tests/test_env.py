@@ -1,6 +1,7 @@
 """support.env: GPU detection through a stand-in driver, the banner, clear errors without a GPU."""
 
 import re
+import sys
 
 import pytest
 
@@ -119,6 +120,7 @@ def test_stack_versions_scans_every_distribution_only_for_a_name_it_cannot_place
 
     scans = []
     monkeypatch.setattr(importlib.metadata, "packages_distributions", lambda: scans.append(1) or {"yaml": ["PyYAML"]})
+    monkeypatch.delitem(sys.modules, "nbformat", raising=False)  # imported: its __version__ would answer first
     assert env.stack_versions(["pytest", "nbformat"])["nbformat"] is not None and scans == []
     assert env.stack_versions(["yaml", "no_such_library_here"])["yaml"] == importlib.metadata.version("PyYAML")
     assert scans == [1]  # one scan for both names it could not place
