@@ -437,7 +437,188 @@ pd.testing.assert_frame_equal(one.ranking, two.ranking)  # same answer, one GPU 
 # - Independent work scales with the GPUs; work that moves data between GPUs pays for each byte moved. Measure
 #   both before buying the next GPU.
 
+# %% [markdown]
+# ## Exercises
+#
+# Three exercises on this chapter's cluster: predict what an uneven share of the recordings costs, find the
+# recordings that travel between workers, and add a summary computed where the tables live. They use a
+# two-worker cluster of their own, started here, and the model trained above.
+
+# %%
+import statistics
+
+cluster = scale.make_cluster("gpu", rmm_pool_size="8GB")
+client = Client(cluster)
+workers = sorted(client.scheduler_info()["workers"])
+per_task = two.load.loc["score", "median task"].median()
+print(f"{len(workers)} workers; a scoring task took {format_seconds(per_task)} above")
+
+# %% [markdown]
+# ```{exercise-start}
+# :label: ex-many-uneven
+# ```
+# **Predict, then measure.** `read_everywhere` dealt the recordings out evenly. Read three quarters of them on
+# the first worker and the rest on the second instead (`client.map(scale.read_recording, ...,
+# workers=[address])` pins each read to a worker). From the scoring task's time printed above, predict how long
+# scoring all of them takes on the workers; then measure it from the task stream with `scale.busy_span`.
+#
+# ```{exercise-end}
+# ```
+
+# %% [markdown]
+# ```{solution-start} ex-many-uneven
+# :class: dropdown
+# ```
+# A scoring task runs where its recording lives, so the first worker scores its three quarters one after
+# another while the second finishes its quarter and waits: the larger share sets the pace. The prediction is
+# that many tasks' time, one after the other (the even share took half of them):
+
+# %%
+heavy = 3 * COUNT // 4
+placement = {workers[0]: paths[:heavy], workers[1]: paths[heavy:]}
+uneven = []
+for address, mine in placement.items():
+    uneven += client.map(
+        scale.read_recording,
+        [str(path) for path in mine],
+        fs=FS,
+        on="gpu",
+        workers=[address],
+        pure=False,
+    )
+wait(uneven)
+
+
+def scoring_span(recordings):
+    with get_task_stream(client) as stream:
+        wait(
+            client.map(
+                scale.score_recording, recordings, model=model, on="gpu", pure=False
+            )
+        )
+    return scale.busy_span(stream.data)
+
+
+scoring_span(uneven)  # a warm-up: this cluster's first tasks load the kernels
+measured = statistics.median(scoring_span(uneven) for _ in range(3))
+predicted = heavy * per_task
+print(f"predicted {format_seconds(predicted)}, measured {format_seconds(measured)}")
+assert 0.7 < measured / predicted < 1.5, (predicted, measured)
+del uneven
+
+# %% [markdown]
+# ```{solution-end}
+# ```
+
+# %% [markdown]
+# ```{exercise-start}
+# :label: ex-many-find-the-move
+# ```
+# **Find the move.** `score_on_first_worker` gives the right tables, but slowly. Find out with
+# `scale.bytes_between_workers` what it sends between the workers, say why, and score the recordings so that
+# nothing moves.
+#
+# ```{exercise-end}
+# ```
+
+# %%
+def score_on_first_worker(recordings):
+    return client.map(
+        scale.score_recording,
+        recordings,
+        model=model,
+        on="gpu",
+        workers=[workers[0]],
+        pure=False,
+    )
+
+
+# %% [markdown]
+# ```{solution-start} ex-many-find-the-move
+# :class: dropdown
+# ```
+# `workers=[workers[0]]` pins every scoring task to the first worker, and a pinned task runs where it is pinned,
+# not where its data is: the scheduler has the second worker send its recordings over (from its GPU to the
+# host, over TCP, to the first GPU). The counter of bytes the workers sent each other grows by at least the
+# second worker's recordings. Without the pin, each task runs where its recording lives and nothing moves. The
+# fix is measured first, before the pinned run leaves copies of the recordings on the first worker:
+
+# %%
+def signal_bytes(recording):
+    return recording.signal.nbytes
+
+
+def bytes_moved_by(start):
+    before = scale.bytes_between_workers(client)
+    wait(start())
+    return scale.bytes_between_workers(client) - before
+
+
+recordings = scale.read_everywhere(client, paths, on="gpu")
+wait(recordings)
+holders = client.who_has(recordings)
+on_second = [r for r in recordings if workers[1] in holders[r.key]]
+second_holds = sum(client.gather(client.map(signal_bytes, on_second)))
+where_they_live = bytes_moved_by(
+    lambda: client.map(
+        scale.score_recording, recordings, model=model, on="gpu", pure=False
+    )
+)
+pinned = bytes_moved_by(lambda: score_on_first_worker(recordings))
+print(f"the second worker holds {describe_bytes(second_holds)} of recordings")
+print(f"pinned to the first worker: {describe_bytes(pinned)} sent between workers")
+print(f"where the recordings live: {describe_bytes(where_they_live)}")
+assert pinned >= second_holds, (pinned, second_holds)
+assert where_they_live < 2**20, where_they_live
+
+# %% [markdown]
+# ```{solution-end}
+# ```
+
+# %% [markdown]
+# ```{exercise-start}
+# :label: ex-many-summary
+# ```
+# **Extend.** Add a summary of each recording, computed where its beat table lives: its heart rate (beats per
+# minute, from the median interval between beats) and the share of its beats the model flags. Gather only the
+# summaries, one row per recording, into a pandas table, and check that the recordings with three times the
+# ectopic beats flag the largest shares.
+#
+# ```{exercise-end}
+# ```
+
+# %% [markdown]
+# ```{solution-start} ex-many-summary
+# :class: dropdown
+# ```
+# A task that takes a table and returns a few numbers runs where the table lives, and only the numbers travel:
+
+# %%
+def summary(table):
+    return {
+        "recording": table["recording"].iloc[0],
+        "beats per minute": 60 / float(table["rr_s"].median()),
+        "share flagged": float(table["flagged"].mean()),
+    }
+
+
+scored = client.map(
+    scale.score_recording, recordings, model=model, on="gpu", pure=False
+)
+summaries = pd.DataFrame(client.gather(client.map(summary, scored)))
+print(summaries.round(3).to_string(index=False))
+assert len(summaries) == COUNT
+assert summaries["beats per minute"].between(40, 180).all(), summaries
+most_flagged = summaries.nlargest(len(high), "share flagged")["recording"]
+assert set(most_flagged) == high, summaries
+
+# %% [markdown]
+# ```{solution-end}
+# ```
+
 # %%
 import shutil
 
+client.close()
+cluster.close()
 shutil.rmtree(workdir)

@@ -19,7 +19,8 @@ The same code runs on a laptop's cores and on a machine's GPUs; only the cluster
 - :func:`read_everywhere` reads every recording, each worker its share (:func:`shares`);
 - :func:`measure_stages` times the reading, the scoring and both rankings on one cluster (with the bytes sent
   between workers and each worker's load), :func:`scaling_table` sets two clusters side by side;
-- :func:`cluster_diagram` draws the cluster.
+- :func:`cluster_diagram` draws the cluster;
+- :func:`recording_size` tells Dask how many bytes a recording holds (its samples).
 """
 
 from __future__ import annotations
@@ -327,6 +328,30 @@ def beat_table_traffic(path, model: GlobalModel, *, on: str = "gpu") -> dict[str
     meter = TrafficMeter()
     beat_table(path, model, on=on, meter=meter)
     return meter.stages
+
+
+def recording_size(recording) -> int:
+    """The bytes a :class:`support.ecg.reading.Recording` holds: its samples (the cuDF column they were read into
+    shares their memory). Registered as Dask's ``sizeof`` for recordings when this module is imported (as every
+    worker does to run its tasks): without it, Dask counts a recording as the few dozen bytes of the object
+    around its arrays, and its memory reports, its spilling and :func:`bytes_between_workers` miss the samples.
+    """
+    from dask.sizeof import sizeof
+
+    return int(sizeof(recording.signal))
+
+
+def _register_recording_size() -> None:
+    try:
+        from dask.sizeof import sizeof
+    except ImportError:  # no Dask here, nothing to tell it
+        return
+    from support.ecg.reading import Recording
+
+    sizeof.register(Recording)(recording_size)
+
+
+_register_recording_size()
 
 
 def _sent_by_this_worker(dask_worker) -> int:

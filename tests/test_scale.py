@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -141,6 +142,19 @@ def test_each_worker_reads_its_share_and_the_recordings_stay_there(recordings, m
         wait(tables)
         assert client.who_has(tables)[tables[1].key] == (workers[1],)  # scored where it was read
         pd.testing.assert_frame_equal(tables[2].result(), scale.beat_table(paths[2], model))
+        before = scale.bytes_between_workers(client)  # a scoring pinned away from its recording fetches it
+        client.submit(scale.score_recording, read[1], model=model, workers=[workers[0]], pure=False).result()
+        samples = read[1].result().signal.nbytes
+        assert samples <= scale.bytes_between_workers(client) - before < 2 * samples + 2**16
+
+
+def test_dask_counts_a_recordings_samples():
+    from dask.sizeof import sizeof
+
+    from support.ecg.reading import Recording
+
+    samples = np.zeros(1000, dtype=np.float32)
+    assert sizeof(Recording(samples, "a.csv")) == scale.recording_size(Recording(samples, "a.csv")) == 4000
 
 
 def test_task_names_and_an_empty_stream():
