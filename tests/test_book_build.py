@@ -112,7 +112,7 @@ def test_every_page_loads_in_headless_chromium(built_book, skip_or_fail):
         page.goto(first_chapter.as_uri(), wait_until="load")
         assert page.locator("article h1").first.is_visible(), "the first chapter shows no title"
         page.screenshot(path=str(SCREENSHOTS / f"{first_chapter.stem}.png"), full_page=False)
-        problems += _clipped_solution_code(browser, built_book)
+        problems += _clipped_code(browser, built_book)
         browser.close()
     assert problems == []
 
@@ -123,18 +123,18 @@ CODE_COLUMNS = 88
 LAPTOP = {"width": 1440, "height": 900}
 
 
-def _clipped_solution_code(browser, built_book: Path) -> list[str]:
-    """Where a line of CODE_COLUMNS would be cut, in an ordinary code cell or in a solution's, on a laptop."""
+def _clipped_code(browser, built_book: Path) -> list[str]:
+    """Pages where a code cell (in the text, an exercise or a solution) would cut a line of CODE_COLUMNS on a
+    laptop's screen."""
     page = browser.new_page(viewport=LAPTOP)
     problems = []
     for path in built_pages(built_book):
         if _redirect_target(path):
             continue
         page.goto(path.as_uri(), wait_until="load")
-        for kind, selector in (("code", "div.cell_input pre"), ("solution code", "div.solution div.cell_input pre")):
-            columns = page.eval_on_selector_all(selector, _COLUMNS_SHOWN)
-            if columns and min(columns) < CODE_COLUMNS:
-                problems.append(f"{path.name}: {kind} shows {min(columns):.1f} columns, less than {CODE_COLUMNS}")
+        columns = page.eval_on_selector_all("div.cell_input pre", _COLUMNS_SHOWN)
+        if columns and min(columns) < CODE_COLUMNS:
+            problems.append(f"{path.name}: a code cell shows {min(columns):.1f} columns, less than {CODE_COLUMNS}")
     page.close()
     return problems
 
