@@ -544,10 +544,6 @@ def score_on_first_worker(recordings):
 # fix is measured first, before the pinned run leaves copies of the recordings on the first worker:
 
 # %%
-def signal_bytes(recording):
-    return recording.signal.nbytes
-
-
 def bytes_moved_by(start):
     before = scale.bytes_between_workers(client)
     wait(start())
@@ -558,7 +554,7 @@ recordings = scale.read_everywhere(client, paths, on="gpu")
 wait(recordings)
 holders = client.who_has(recordings)
 on_second = [r for r in recordings if workers[1] in holders[r.key]]
-second_holds = sum(client.gather(client.map(signal_bytes, on_second)))
+second_holds = sum(client.gather(client.map(scale.recording_size, on_second)))
 where_they_live = bytes_moved_by(
     lambda: client.map(
         scale.score_recording, recordings, model=model, on="gpu", pure=False

@@ -74,6 +74,11 @@ def toc_files(root: Path = ROOT) -> list[str]:
     return list(_toc_entries(yaml.safe_load((root / "_toc.yml").read_text())))
 
 
+#: The columns of code the book's page shows whole (on a laptop's screen); ``make lint`` holds notebook code
+#: to it, and the browser test measures that the page shows it.
+CODE_COLUMNS = 88
+
+
 def needs_gpu(notebook) -> bool:
     """Whether a notebook needs a CUDA GPU to run: yes, unless its metadata says ``book.needs_gpu: false``."""
     return bool(notebook.metadata.get("book", {}).get("needs_gpu", True))

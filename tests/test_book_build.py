@@ -117,8 +117,7 @@ def test_every_page_loads_in_headless_chromium(built_book, skip_or_fail):
     assert problems == []
 
 
-#: The width the lint allows for notebook code (``make lint``), in columns.
-CODE_COLUMNS = 88
+CODE_COLUMNS = book.CODE_COLUMNS
 #: A common laptop's browser window: a code line of CODE_COLUMNS must show whole in it.
 LAPTOP = {"width": 1440, "height": 900}
 
@@ -148,3 +147,8 @@ _COLUMNS_SHOWN = """blocks => blocks.map(block => {
   const style = getComputedStyle(block);
   return (block.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight)) / column;
 })"""
+
+
+def test_the_lint_holds_notebook_code_to_the_width_the_page_shows():
+    makefile = (book.ROOT / "Makefile").read_text()
+    assert f"--line-length {CODE_COLUMNS} --select E501 chapters" in makefile

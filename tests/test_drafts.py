@@ -40,5 +40,5 @@ def test_a_draft_converts_to_a_notebook_that_says_what_it_needs(draft):
 def test_a_drafts_code_is_python_within_the_page_width(draft):
     for cell in book.code_cells(draft):
         ast.parse(cell.source)
-        too_long = [line for line in cell.source.splitlines() if len(line) > 88]
+        too_long = [line for line in cell.source.splitlines() if len(line) > book.CODE_COLUMNS]
         assert not too_long, too_long
