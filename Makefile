@@ -66,32 +66,32 @@ test-gpu:
 	$(MAKE) test PYTHON=$(or $(strip $(PYTHON)),python3) PYTEST_ARGS="--require-gpu $(PYTEST_ARGS)"
 
 test-gpu-16gb:
-	$(or $(strip $(PYTHON)),python3) -m support.gpu_share --limit 16G -- $(MAKE) test-gpu
+	$(or $(strip $(PYTHON)),python3) -m booktools.mps --limit 16G -- $(MAKE) test-gpu
 
 workshop: $(BOOK_DEPS)
-	$(PY) -m support.workshop
+	$(PY) -m booktools.workshop
 
 diagrams: $(TEST_DEPS)
-	$(PY) -m support.diagrams
+	$(PY) -m booktools.diagrams
 
 doctor:
-	$(or $(strip $(PYTHON)),python3) -m support.doctor
+	$(or $(strip $(PYTHON)),python3) -m booktools.doctor
 
 gpu-env:
 	python3 -m venv .venv-gpu
 	.venv-gpu/bin/python -m pip install --quiet --disable-pip-version-check -e '.[gpu,test]'
 
 resolve-gpu:
-	$(or $(strip $(PYTHON)),python3) -m support.resolve
+	$(or $(strip $(PYTHON)),python3) -m booktools.resolve
 
 execute:
-	$(or $(strip $(PYTHON)),python3) -m support.book execute $(NOTEBOOKS)
+	$(or $(strip $(PYTHON)),python3) -m booktools.notebooks execute $(NOTEBOOKS)
 
 # Notebook code is held to 88 columns, the width the book's page shows without clipping.
 lint: $(TEST_DEPS)
-	$(PY) -m ruff check support tests chapters conftest.py
+	$(PY) -m ruff check support booktools tests chapters conftest.py
 	$(PY) -m ruff check --line-length 88 --select E501 chapters
-	$(PY) -m ruff format --check support tests conftest.py
+	$(PY) -m ruff format --check support booktools tests conftest.py
 	$(PY) -m ruff format --check --line-length 88 chapters
 
 clean:

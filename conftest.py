@@ -20,7 +20,8 @@ import os
 
 import pytest
 
-from support import book, env
+from booktools import notebooks
+from support import env
 
 NEEDS_GPU = "needs a CUDA GPU"
 
@@ -70,8 +71,8 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if not _is_notebook_node(item):
             continue
-        needed = book.gpus_needed(item.parent.nb)
-        why = (reason or book.too_few_gpus(needed, env.probe_gpus())) if needed else None
+        needed = notebooks.gpus_needed(item.parent.nb)
+        why = (reason or notebooks.too_few_gpus(needed, env.probe_gpus())) if needed else None
         if why:
             item.add_marker(pytest.mark.skip(reason=why))
 

@@ -35,12 +35,13 @@
 # | spilling, the dashboard, other transports | what to reach for when a job does not fit |
 # | beyond one machine | the same code against a cluster of servers |
 #
-# The code is in `support/scale.py`; its unit tests run it on a CPU cluster of two processes.
+# The code is in `support/many_gpus/`; its unit tests run it on a CPU cluster of two processes.
 
 # %%
-from support import env, scale
+from support import env, needs
+from support.many_gpus import scale
 
-env.require_gpu(chapter="07_many_gpus", gpus=2)
+needs.check_gpu("07_many_gpus", gpus=2)
 env.banner(env.GPU_STACK + ("dask", "distributed", "dask_cuda", "dask_cudf"))
 
 # %%

@@ -22,32 +22,50 @@ import ctypes
 import functools
 import importlib.metadata
 import importlib.util
+import os
 import platform
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from support.units import GIB
+
 __all__ = [
+    "GPU_LIBRARIES",
     "GPU_STACK",
     "BANNER_GPU_LINE",
     "Gpu",
     "GpuProbe",
     "GpuUnavailableError",
+    "CardMemory",
     "banner",
+    "card_memory",
     "banner_text",
     "missing_modules",
     "probe_gpus",
+    "memory_this_process_sees",
     "require_gpu",
     "stack_versions",
 ]
 
-#: Import names of the libraries the book is about, in the order the banner lists them.
-GPU_STACK: tuple[str, ...] = ("cudf", "rmm", "cupy", "numba", "numba_cuda", "torch", "jax", "numpy")
+#: The libraries the book is about, in the order the banner lists them: import name -> the pip distribution that
+#: installs it (pip's CUDA builds carry a suffix; conda's packages are named as they are imported).
+GPU_LIBRARIES: dict[str, str] = {
+    "cudf": "cudf-cu13",
+    "rmm": "rmm-cu13",
+    "cupy": "cupy-cuda13x",
+    "numba": "numba",
+    "numba_cuda": "numba-cuda",
+    "torch": "torch",
+    "jax": "jax",
+    "numpy": "numpy",
+}
+#: Their import names.
+GPU_STACK: tuple[str, ...] = tuple(GPU_LIBRARIES)
 
 #: How the banner's GPU line starts; notebook checks look for it to know outputs came from a GPU run.
 BANNER_GPU_LINE = r"^GPU \d+: NVIDIA "
 
-GIB = 1024**3
 
 # CUDA driver API constants (cuda.h).
 _CUDA_SUCCESS = 0
@@ -115,6 +133,19 @@ class _CudaDriver:
         self._check(self._lib.cuDeviceGetCount(ctypes.byref(value)), "cuDeviceGetCount")
         return value.value
 
+    def memory_info(self, index: int) -> tuple[int, int]:
+        """Free and total bytes of device ``index`` as this process sees them, in its primary context."""
+        device, context = ctypes.c_int(), ctypes.c_void_p()
+        self._check(self._lib.cuDeviceGet(ctypes.byref(device), index), "cuDeviceGet")
+        self._check(self._lib.cuDevicePrimaryCtxRetain(ctypes.byref(context), device), "cuDevicePrimaryCtxRetain")
+        self._check(self._lib.cuCtxPushCurrent_v2(context), "cuCtxPushCurrent")
+        try:
+            free, total = ctypes.c_size_t(), ctypes.c_size_t()
+            self._check(self._lib.cuMemGetInfo_v2(ctypes.byref(free), ctypes.byref(total)), "cuMemGetInfo")
+        finally:
+            self._lib.cuCtxPopCurrent_v2(ctypes.byref(context))
+        return free.value, total.value
+
     def device(self, index: int) -> Gpu:
         handle = ctypes.c_int()
         self._check(self._lib.cuDeviceGet(ctypes.byref(handle), index), "cuDeviceGet")
@@ -137,21 +168,49 @@ class _CudaDriver:
         )
 
 
-def _nvidia_driver_release(library: str = "libnvidia-ml.so.1") -> str | None:
-    """The driver release string ("580.159.04") from NVML, or None when NVML is not there."""
+def _nvml():
+    """NVIDIA's management library through ``nvidia-ml-py`` (``pynvml``), initialised; None when it or the driver
+    is missing. NVML reports the whole card: unlike CUDA's own figures, it does not shrink under an MPS limit."""
     try:
-        nvml = ctypes.CDLL(library)
-        if nvml.nvmlInit_v2() != 0:
-            return None
-        try:
-            text = ctypes.create_string_buffer(96)
-            if nvml.nvmlSystemGetDriverVersion(text, len(text)) != 0:
-                return None
-            return text.value.decode()
-        finally:
-            nvml.nvmlShutdown()
-    except (OSError, AttributeError):
+        import pynvml
+
+        pynvml.nvmlInit()
+    except Exception:  # noqa: BLE001 - not installed, no driver, no GPU: there is nothing NVML can tell
         return None
+    return pynvml
+
+
+def _nvidia_driver_release() -> str | None:
+    """The driver release string ("580.159.04") from NVML, or None when NVML is not there."""
+    nvml = _nvml()
+    if nvml is None:
+        return None
+    try:
+        version = nvml.nvmlSystemGetDriverVersion()
+    except Exception:  # noqa: BLE001
+        return None
+    return version.decode() if isinstance(version, bytes) else version
+
+
+@dataclass(frozen=True)
+class CardMemory:
+    """One GPU's memory as NVML reports it for the whole card, in bytes."""
+
+    used: int
+    free: int
+    total: int
+
+
+def card_memory(device: int = 0) -> CardMemory | None:
+    """GPU ``device``'s memory on the whole card (used by every process, free, total), or None without NVML."""
+    nvml = _nvml()
+    if nvml is None:
+        return None
+    try:
+        info = nvml.nvmlDeviceGetMemoryInfo(nvml.nvmlDeviceGetHandleByIndex(device))
+    except Exception:  # noqa: BLE001 - no such device, or the driver stopped answering
+        return None
+    return CardMemory(int(info.used), int(info.free), int(info.total))
 
 
 def _format_cuda_version(code: int) -> str:
@@ -195,30 +254,25 @@ def _probe_once() -> GpuProbe:
     return probe_gpus()
 
 
-def memory_needed_gib(chapter: str, groups=None) -> float | None:
-    """GiB of GPU memory ``chapter`` is known to run in (:func:`support.runs.memory_needed`: its peak in the runs
-    recorded under a memory limit, ``runs/chapter_runs.json``), rounded up to a
-    tenth of a GiB; None when it was never measured under a limit."""
-    from support import runs
-
-    needed = runs.memory_needed(chapter, groups)
-    if needed is None:
-        return None
-    return -(-needed * 10 // GIB) / 10
-
-
-def require_gpu(min_memory_gib: float | None = None, *, chapter: str | None = None, gpus: int = 1) -> Gpu:
+def require_gpu(
+    min_free_bytes: int | None = None, *, gpus: int = 1, what: str = "This", why: str = "", free=None
+) -> Gpu:
     """Return GPU 0, or raise :class:`GpuUnavailableError` saying why there is none and what to do.
+
+    Decides from the numbers it is given; :func:`support.needs.check_gpu` gives it a chapter's measured need.
 
     Parameters
     ----------
-    min_memory_gib
-        If given, GPU 0 must have at least this much memory (total, in GiB).
-    chapter
-        A chapter's notebook name (``"04_memory_pools"``): the memory it needs is read from its measured runs
-        (:func:`memory_needed_gib`) when ``min_memory_gib`` is not given.
+    min_free_bytes
+        If given, this process must be able to allocate at least this much on GPU 0: the free memory CUDA
+        reports to it (:func:`memory_this_process_sees`), which under an MPS client limit is its share, not the
+        card's. Set ``GPU_INTEROP_SKIP_MEMORY_CHECK=1`` to run anyway.
     gpus
         How many GPUs the machine must have (chapter 7 compares one worker with two).
+    what, why
+        Who needs it (``"Chapter 06_ecg_pipeline"``) and where the figure comes from, for the message.
+    free
+        ``(free, total)`` bytes as the process sees them; read from the driver when not given (tests pass it).
     """
     probe = _probe_once()
     if not probe.available:
@@ -227,43 +281,36 @@ def require_gpu(min_memory_gib: float | None = None, *, chapter: str | None = No
             "and the book's environment (the gpu extra, or environment.yml); the published outputs are in the "
             "built book."
         )
-    what = f"Chapter {chapter}" if chapter else "This"
     if len(probe.gpus) < gpus:
         raise GpuUnavailableError(
             f"{what} needs {gpus} GPUs and this machine has {len(probe.gpus)} "
             f"({', '.join(g.name for g in probe.gpus)}). Read the published outputs in the built book instead."
         )
     gpu = probe.gpus[0]
-    if min_memory_gib is None and chapter is not None:
-        min_memory_gib = memory_needed_gib(chapter)
-    if min_memory_gib is not None and gpu.memory_gib < min_memory_gib:
+    if min_free_bytes is None or os.environ.get("GPU_INTEROP_SKIP_MEMORY_CHECK") == "1":
+        return gpu
+    free_bytes, total_bytes = memory_this_process_sees() if free is None else free
+    if free_bytes < min_free_bytes:
+        share = "its share under an MPS limit" if total_bytes < gpu.memory_bytes * 0.95 else "free on the card now"
         raise GpuUnavailableError(
-            f"{what} needs a GPU with at least {min_memory_gib:g} GiB of memory (measured); "
-            f"GPU 0 ({gpu.name}) has {gpu.memory_gib:.1f} GiB. Read the published outputs in the built book instead."
+            f"{what} needs about {min_free_bytes / GIB:.1f} GiB of GPU memory{f' ({why})' if why else ''}; "
+            f"this process can use {free_bytes / GIB:.1f} GiB of GPU 0 ({gpu.name}, {share}). Free memory "
+            "on the GPU or give this seat a larger share; to try anyway, set GPU_INTEROP_SKIP_MEMORY_CHECK=1. "
+            "The published outputs are in the built book."
         )
     return gpu
 
 
-def gpu_memory_mib(*fields: str, device: int = 0) -> tuple[int, ...] | None:
-    """Memory figures of one GPU as the driver's management library (NVML) reports them through ``nvidia-smi``,
-    in MiB: ``gpu_memory_mib("free", "total")``. They cover the whole card, so unlike CUDA's own free memory they
-    do not shrink under an MPS client limit. None when ``nvidia-smi`` cannot answer.
-    """
-    import subprocess
+def memory_this_process_sees(device: int = 0, driver_factory=None) -> tuple[int, int]:
+    """``(free, total)`` bytes of GPU ``device`` as CUDA reports them to this process (``cuMemGetInfo``).
 
-    query = ",".join(f"memory.{field}" for field in fields)
-    try:
-        out = subprocess.run(
-            ["nvidia-smi", f"--id={device}", f"--query-gpu={query}", "--format=csv,noheader,nounits"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=True,
-        ).stdout
-        values = tuple(int(value) for value in out.strip().splitlines()[0].split(","))
-    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
-        return None
-    return values if len(values) == len(fields) else None
+    Under an MPS client limit the total is the process's share and the free memory is what is left of it;
+    otherwise they are the card's. Asking needs a CUDA context: the device's primary context, the one CuPy,
+    PyTorch, cuDF and Numba use, is retained and kept, so no library pays to create it twice.
+    """
+    driver = (driver_factory or _CudaDriver)()
+    driver.init()
+    return driver.memory_info(device)
 
 
 def missing_modules(names: Iterable[str]) -> list[str]:
@@ -281,9 +328,7 @@ def missing_modules(names: Iterable[str]) -> list[str]:
 #: The distributions that install an import name, tried before scanning every installed distribution (pip's
 #: CUDA builds carry a suffix: ``cudf`` comes as ``cudf-cu13`` from pip and as ``cudf`` from conda).
 DISTRIBUTIONS: dict[str, tuple[str, ...]] = {
-    "cudf": ("cudf-cu13", "cudf"),
-    "rmm": ("rmm-cu13", "rmm"),
-    "cupy": ("cupy-cuda13x", "cupy"),
+    **{name: (pip, name) for name, pip in GPU_LIBRARIES.items() if pip != name.replace("_", "-")},
     "dask_cudf": ("dask-cudf-cu13", "dask-cudf"),
 }
 

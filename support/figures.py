@@ -1,4 +1,5 @@
-"""The book's figure style in one place: small PNGs (dpi 90), constrained layout, labelled horizontal bars.
+"""The book's figure style in one place: small PNGs (dpi 90), constrained layout, labelled horizontal bars, and
+the boxes and arrows its diagrams are drawn with (``canvas``, ``box``, ``arrow``).
 
 >>> import matplotlib
 >>> matplotlib.use("Agg")
@@ -34,3 +35,32 @@ def labelled_bars(
     axes.invert_yaxis()
     for y, value in enumerate(values.values()):
         axes.annotate(label(value), (value, y), xytext=(4, 0), textcoords="offset points", va="center")
+
+
+def canvas(width: float, height: float, size=(9.0, 3.6)):
+    """An empty drawing area ``width`` × ``height`` in data units, equal aspect, no axes; returns (figure, axes)."""
+    import matplotlib.pyplot as plt  # the caller's backend: inline in a notebook, Agg in write_all
+
+    figure, axes = plt.subplots(figsize=size, dpi=DPI)
+    axes.set_xlim(0, width)
+    axes.set_ylim(0, height)
+    axes.set_aspect("equal")
+    axes.axis("off")
+    return figure, axes
+
+
+def box(axes, x, y, w, h, text="", color="white", edge="black", size=9, weight="normal", text_color="black"):
+    """A rectangle with its lower-left corner at (``x``, ``y``) and ``text`` centred in it."""
+    from matplotlib.patches import Rectangle
+
+    axes.add_patch(Rectangle((x, y), w, h, facecolor=color, edgecolor=edge, linewidth=1))
+    if text:
+        axes.text(x + w / 2, y + h / 2, text, ha="center", va="center", fontsize=size, weight=weight, color=text_color)
+
+
+def arrow(axes, start, end, text="", color="black", size=8, offset=(0.0, 0.15)):
+    """An arrow from ``start`` to ``end`` with ``text`` above its middle (moved by ``offset``)."""
+    axes.annotate("", xy=end, xytext=start, arrowprops={"arrowstyle": "->", "color": color, "lw": 1.2})
+    if text:
+        middle = ((start[0] + end[0]) / 2 + offset[0], (start[1] + end[1]) / 2 + offset[1])
+        axes.text(*middle, text, ha="center", va="bottom", fontsize=size, color=color)

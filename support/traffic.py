@@ -22,7 +22,7 @@ import tempfile
 import warnings
 from dataclasses import dataclass
 
-from support.memory import describe_bytes
+from support.units import describe_bytes
 
 DIRECTIONS = {"HtoD": "host_to_device", "DtoH": "device_to_host", "DtoD": "device_to_device", "PtoP": "peer"}
 

@@ -1,10 +1,10 @@
-"""support.book: what makes a notebook ready to publish, and executing one (on the CPU)."""
+"""booktools.notebooks: what makes a notebook ready to publish, and executing one (on the CPU)."""
 
 import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
-from support import book
+from booktools import notebooks
 
 BANNER = "GPU 0: NVIDIA H100 80GB HBM3 · 79.2 GiB · compute capability 9.0 · 132 SMs\n"
 
@@ -28,48 +28,48 @@ def good_notebook():
 
 
 def test_a_gpu_run_with_banner_is_ready():
-    assert book.notebook_problems(good_notebook()) == []
+    assert notebooks.notebook_problems(good_notebook()) == []
 
 
 def test_unexecuted_cells_are_reported():
     notebook = good_notebook()
     notebook.cells[2].execution_count = None
-    assert book.notebook_problems(notebook) == ["1 of 2 code cells were never executed"]
+    assert notebooks.notebook_problems(notebook) == ["1 of 2 code cells were never executed"]
 
 
 def test_out_of_order_execution_is_reported():
     notebook = good_notebook()
     notebook.cells[1].execution_count, notebook.cells[2].execution_count = 2, 1
-    assert "top to bottom" in book.notebook_problems(notebook)[0]
+    assert "top to bottom" in notebooks.notebook_problems(notebook)[0]
 
 
 def test_error_outputs_are_reported():
     notebook = good_notebook()
     notebook.cells[2].outputs = [new_output("error", ename="ZeroDivisionError", evalue="", traceback=[])]
-    assert book.notebook_problems(notebook) == ["code cell 2 has an error output: ZeroDivisionError"]
+    assert notebooks.notebook_problems(notebook) == ["code cell 2 has an error output: ZeroDivisionError"]
 
 
 def test_cells_that_do_not_parse_are_reported():
     notebook = executed(("env.banner(", [stream(BANNER)]))
-    assert book.notebook_problems(notebook)[0].startswith("code cell 1 does not parse")
+    assert notebooks.notebook_problems(notebook)[0].startswith("code cell 1 does not parse")
 
 
 def test_a_gpu_notebook_without_a_gpu_banner_is_reported():
     notebook = executed(("env.banner()", [stream("No usable CUDA GPU: no NVIDIA driver\n")]))
-    assert book.notebook_problems(notebook) == [
+    assert notebooks.notebook_problems(notebook) == [
         "no environment banner naming an NVIDIA GPU in the outputs (support.env.banner())"
     ]
 
 
 def test_a_notebook_without_outputs_is_reported():
-    problems = book.notebook_problems(executed(("x = 1", []), needs_gpu=False))
+    problems = notebooks.notebook_problems(executed(("x = 1", []), needs_gpu=False))
     assert problems == ["no code cell has outputs"]
 
 
 def test_a_cpu_notebook_needs_no_gpu_banner():
     notebook = executed(("print(1)", [stream("1\n")]), needs_gpu=False)
-    assert not book.needs_gpu(notebook) and book.gpus_needed(notebook) == 0
-    assert book.notebook_problems(notebook) == []
+    assert not notebooks.needs_gpu(notebook) and notebooks.gpus_needed(notebook) == 0
+    assert notebooks.notebook_problems(notebook) == []
 
 
 def test_too_few_gpus_says_how_many_are_needed():
@@ -77,23 +77,23 @@ def test_too_few_gpus_says_how_many_are_needed():
 
     gpu = Gpu(0, "NVIDIA H100 80GB HBM3", 80 * 2**30, (9, 0), 132)
     one = GpuProbe(gpus=(gpu,), cuda_version="13.0")
-    assert book.too_few_gpus(1, one) is None and book.too_few_gpus(0, one) is None
-    assert book.too_few_gpus(2, one) == "needs 2 GPUs; this machine has 1"
-    assert book.too_few_gpus(2, GpuProbe(gpus=(gpu, gpu), cuda_version="13.0")) is None
+    assert notebooks.too_few_gpus(1, one) is None and notebooks.too_few_gpus(0, one) is None
+    assert notebooks.too_few_gpus(2, one) == "needs 2 GPUs; this machine has 1"
+    assert notebooks.too_few_gpus(2, GpuProbe(gpus=(gpu, gpu), cuda_version="13.0")) is None
 
 
 def test_a_notebook_says_how_many_gpus_it_needs():
     notebook = good_notebook()
-    assert book.gpus_needed(notebook) == 1
+    assert notebooks.gpus_needed(notebook) == 1
     notebook.metadata["book"] = {"needs_gpu": True, "gpus": 2}
-    assert book.gpus_needed(notebook) == 2
+    assert notebooks.gpus_needed(notebook) == 2
 
 
 def test_strip_volatile_metadata_keeps_tags():
     notebook = good_notebook()
     notebook.metadata["widgets"] = {"state": {}}
     notebook.cells[1].metadata.update(execution={"iopub.status.busy": "2026-11-22T10:00:00"}, tags=["hide-input"])
-    book.strip_volatile_metadata(notebook)
+    notebooks.strip_volatile_metadata(notebook)
     assert "widgets" not in notebook.metadata
     assert notebook.cells[1].metadata == {"tags": ["hide-input"]}
 
@@ -103,7 +103,7 @@ def test_toc_files_walks_parts_chapters_and_sections(tmp_path):
         "format: jb-book\nroot: intro\nparts:\n- caption: One\n  chapters:\n  - file: chapters/01_a\n"
         "    sections:\n    - file: chapters/01_b\n- caption: Two\n  chapters:\n  - file: chapters/02_c\n"
     )
-    assert book.toc_files(tmp_path) == ["intro", "chapters/01_a", "chapters/01_b", "chapters/02_c"]
+    assert notebooks.toc_files(tmp_path) == ["intro", "chapters/01_a", "chapters/01_b", "chapters/02_c"]
 
 
 def test_execute_notebook_runs_in_the_notebooks_folder(tmp_path):
@@ -113,8 +113,8 @@ def test_execute_notebook_runs_in_the_notebooks_folder(tmp_path):
     folder.mkdir()
     path = folder / "run_me.ipynb"
     nbformat.write(notebook, str(path))
-    book.execute_notebook(path, timeout_s=120)
-    cell = book.read_notebook(path).cells[0]
+    notebooks.execute_notebook(path, timeout_s=120)
+    cell = notebooks.read_notebook(path).cells[0]
     assert cell.execution_count == 1
     assert cell.outputs[0]["text"] == "chapters\n"
     assert "execution" not in cell.metadata
@@ -123,11 +123,11 @@ def test_execute_notebook_runs_in_the_notebooks_folder(tmp_path):
 def test_check_command_fails_on_a_notebook_that_is_not_ready(tmp_path, capsys):
     path = tmp_path / "bad.ipynb"
     nbformat.write(executed(("x = 1", [])), str(path))
-    assert book._main(["check", str(path)]) == 1
+    assert notebooks._main(["check", str(path)]) == 1
     assert "no environment banner" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("argv", [[], ["execute"], ["publish"]])
 def test_command_line_rejects_incomplete_commands(argv):
     with pytest.raises(SystemExit):
-        book._main(argv)
+        notebooks._main(argv)

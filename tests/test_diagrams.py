@@ -1,4 +1,4 @@
-"""support.diagrams: every diagram draws, and the committed PNGs in chapters/diagrams/ are what the code draws now
+"""booktools.diagrams: every diagram draws, and the committed PNGs in chapters/diagrams/ are what the code draws now
 (regenerate them with `make diagrams`)."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from support import diagrams
+from booktools import diagrams
 
 
 @pytest.mark.parametrize("name", list(diagrams.DIAGRAMS))
@@ -22,9 +22,9 @@ def test_the_committed_diagram_is_what_the_code_draws(name, tmp_path):
 
 
 def test_every_diagram_is_shown_in_a_chapter():
-    from support import book
+    from booktools import notebooks
 
-    text = "".join(path.read_text() for path in book.chapter_notebooks())
+    text = "".join(path.read_text() for path in notebooks.chapter_notebooks())
     for name in diagrams.DIAGRAMS:
         assert f"diagrams/{name}.png" in text, f"no chapter shows {name}"
 
@@ -34,16 +34,3 @@ def test_the_aos_diagram_counts_the_sectors_a_warp_moves():
     texts = [text.get_text() for text in figure.axes[0].texts]
     assert any("4 sector(s) of 32 B move" in t and "32 of 128 bytes" in t for t in texts)
     assert any("1 sector(s) of 32 B move" in t and "32 of 32 bytes" in t for t in texts)
-
-
-def test_the_host_link_diagram_writes_the_measured_bandwidths_and_refuses_unmeasured_ones(tmp_path):
-    figure = diagrams.draw_host_link({"host→GPU, pinned": 55.2, "GPU→host, pageable": 14.8}, device_gbps=1503.0)
-    texts = [text.get_text() for text in figure.axes[0].texts]
-    assert "host→GPU, pinned: 55.2 GB/s" in texts and "GPU→host, pageable: 14.8 GB/s" in texts
-    assert any("1,503 GB/s" in t for t in texts)
-    arrows = [t.arrow_patch.get_linewidth() for t in figure.axes[0].texts if getattr(t, "arrow_patch", None)]
-    assert len(arrows) == 3  # one per copy, one inside GPU memory
-    assert arrows[0] > arrows[1] and arrows[2] > arrows[0]  # the faster the copy, the wider its arrow
-    figure.savefig(tmp_path / "link.png")
-    with pytest.raises(ValueError, match="measured and positive"):
-        diagrams.draw_host_link({}, device_gbps=1.0)

@@ -1,11 +1,11 @@
-"""support.doctor on the CPU: each check fed a made-up machine, and the exit status."""
+"""booktools.doctor on the CPU: each check fed a made-up machine, and the exit status."""
 
 from __future__ import annotations
 
 import pytest
 
-from support import doctor
-from support.doctor import GIB, Machine, Memory
+from booktools import doctor
+from booktools.doctor import GIB, Machine, Memory
 from support.env import Gpu, GpuProbe
 
 H100 = Gpu(0, "NVIDIA H100 80GB HBM3", 80 * GIB, (9, 0), 132)
@@ -19,7 +19,7 @@ def machine(**changes) -> Machine:
         versions=dict(GOOD_VERSIONS),
         environ={"XLA_PYTHON_CLIENT_PREALLOCATE": "false"},
         memory=Memory(cuda_free=78 * GIB, nvml_free=78 * GIB, total=80 * GIB),
-        exercises=dict(ALL_RAN),
+        smoke_tests=dict(ALL_RAN),
     )
     return Machine(**{**base, **changes})
 
@@ -51,7 +51,7 @@ def test_an_old_driver_and_an_old_gpu_are_blockers_with_their_fix(monkeypatch, c
 
 
 def test_no_gpu_is_one_blocker_and_nothing_is_exercised(monkeypatch, capsys):
-    status, out = run_main(monkeypatch, capsys, machine(gpus=GpuProbe(problem="no NVIDIA driver"), exercises={}))
+    status, out = run_main(monkeypatch, capsys, machine(gpus=GpuProbe(problem="no NVIDIA driver"), smoke_tests={}))
     assert status == 1 and "no usable GPU: no NVIDIA driver" in out and "ran on the GPU" not in out
 
 
@@ -64,7 +64,7 @@ def test_missing_libraries_and_the_known_bad_numpy(monkeypatch, capsys):
 
 
 def test_a_library_that_fails_on_the_gpu_is_named_with_its_error(monkeypatch, capsys):
-    status, out = run_main(monkeypatch, capsys, machine(exercises={**ALL_RAN, "JAX": "RuntimeError: no CUDA plugin"}))
+    status, out = run_main(monkeypatch, capsys, machine(smoke_tests={**ALL_RAN, "JAX": "RuntimeError: no CUDA plugin"}))
     assert status == 1 and "FAIL  JAX failed on the GPU: RuntimeError: no CUDA plugin" in out
 
 
@@ -87,7 +87,8 @@ def test_a_shared_gpu_with_little_free_memory_is_a_warning_not_a_blocker():
 
 
 @pytest.mark.parametrize(
-    ("text", "parsed"), [("13.0", (13, 0)), ("2.5.2", (2, 5, 2)), ("0.30.4", (0, 30, 4)), (None, ())]
+    ("numpy", "flagged"), [("2.4.6", False), ("2.5.0", True), ("2.10.1", True), ("2.4.6+local", False), (None, False)]
 )
-def test_versions_are_compared_as_numbers(text, parsed):
-    assert doctor._version_tuple(text) == parsed
+def test_versions_are_compared_as_numbers_not_as_text(numpy, flagged):
+    found = doctor.check_versions({"numpy": numpy, "numba_cuda": "0.30.4"})
+    assert any("np.row_stack" in f.what for f in found if f.level == "FAIL") == flagged, found

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from support import book
+from booktools import notebooks
 
 DRAFTS = sorted((Path(__file__).resolve().parents[1] / "drafts").glob("*.py"))
 
@@ -32,13 +32,13 @@ def test_there_is_a_draft_to_check():
 
 
 def test_a_draft_converts_to_a_notebook_that_says_what_it_needs(draft):
-    assert book.needs_gpu(draft) and book.gpus_needed(draft) >= 1
+    assert notebooks.needs_gpu(draft) and notebooks.gpus_needed(draft) >= 1
     assert draft.cells[0].cell_type == "markdown" and draft.cells[0].source.startswith("# ")
     assert any(cell.cell_type == "code" for cell in draft.cells)
 
 
 def test_a_drafts_code_is_python_within_the_page_width(draft):
-    for cell in book.code_cells(draft):
+    for cell in notebooks.code_cells(draft):
         ast.parse(cell.source)
-        too_long = [line for line in cell.source.splitlines() if len(line) > book.CODE_COLUMNS]
+        too_long = [line for line in cell.source.splitlines() if len(line) > notebooks.CODE_COLUMNS]
         assert not too_long, too_long

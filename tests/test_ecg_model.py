@@ -85,7 +85,7 @@ def test_figures_draw_from_cpu_results(short_recording):
     matplotlib.use("Agg")
     from support.ecg import beats as beat_tools
     from support.ecg import plots
-    from support.speedups import speedup_figure
+    from support.why_gpus.speedups import speedup_figure
 
     _, path, ecg = short_recording
     signal = reading.read_signal(path, on="cpu").signal

@@ -7,6 +7,7 @@ import pytest
 
 from support import env
 from support.env import BANNER_GPU_LINE, Gpu, GpuProbe, GpuUnavailableError
+from support.units import GIB
 
 H100 = Gpu(
     index=0, name="NVIDIA H100 80GB HBM3", memory_bytes=85_031_911_424, compute_capability=(9, 0), multiprocessors=132
@@ -63,11 +64,6 @@ def test_probe_reads_devices_driver_and_cuda_version():
     assert probe.driver_version == "580.159.04"
 
 
-def test_probe_of_this_machine_is_consistent():
-    probe = env.probe_gpus()
-    assert probe.available == (probe.problem is None and len(probe.gpus) > 0)
-
-
 def test_banner_names_the_gpu_and_versions():
     probe = GpuProbe(gpus=(H100,), cuda_version="13.0", driver_version="580.159.04")
     text = env.banner_text(probe, {"cupy": "14.2.0", "numba_cuda": "0.30.4", "jax": None}, runtime="13.0")
@@ -99,13 +95,30 @@ def test_require_gpu_explains_what_is_missing(monkeypatch):
         env.require_gpu()
 
 
-def test_require_gpu_checks_memory(monkeypatch):
+def test_require_gpu_checks_the_memory_this_process_can_use(monkeypatch):
     monkeypatch.setattr(env, "_probe_once", lambda: GpuProbe(gpus=(H100,), cuda_version="13.0"))
-    assert env.require_gpu(min_memory_gib=40) == H100
-    with pytest.raises(GpuUnavailableError, match="at least 500 GiB.*has 79.2 GiB"):
-        env.require_gpu(min_memory_gib=500)
+    whole_card = (70 * GIB, H100.memory_bytes)
+    assert env.require_gpu(40 * GIB, free=whole_card) == H100
+    with pytest.raises(GpuUnavailableError, match="about 500.0 GiB.*can use 70.0 GiB of GPU 0.*free on the card now"):
+        env.require_gpu(500 * GIB, free=whole_card)
+    mps_share = (15 * GIB, 16 * GIB)  # under an MPS limit CUDA reports the share as the total
+    with pytest.raises(GpuUnavailableError, match=r"Chapter x needs about 20.0 GiB .*\(it peaked.*share under an MPS"):
+        env.require_gpu(20 * GIB, what="Chapter x", why="it peaked at 20 GiB", free=mps_share)
+    monkeypatch.setenv("GPU_INTEROP_SKIP_MEMORY_CHECK", "1")
+    assert env.require_gpu(500 * GIB, free=mps_share) == H100  # the reader chose to try anyway
     with pytest.raises(GpuUnavailableError, match="Chapter 07_x needs 2 GPUs and this machine has 1 \\(NVIDIA H100"):
-        env.require_gpu(chapter="07_x", gpus=2)
+        env.require_gpu(what="Chapter 07_x", gpus=2)
+
+
+def test_the_memory_a_process_sees_is_asked_of_the_driver_in_the_devices_primary_context():
+    class Driver:
+        def init(self):
+            pass
+
+        def memory_info(self, index):
+            return (index + 1) * GIB, 80 * GIB
+
+    assert env.memory_this_process_sees(1, driver_factory=Driver) == (2 * GIB, 80 * GIB)
 
 
 def test_stack_versions_reads_metadata_and_reports_missing_as_none():
@@ -158,43 +171,23 @@ def test_cuda_runtime_version_is_none_without_cupy_and_read_from_cupy_otherwise(
     assert env.cuda_runtime_version() == "13.0"
 
 
-def test_require_gpu_reads_a_chapters_need_from_its_measured_runs(monkeypatch):
-    from support import runs
+def test_card_memory_and_the_driver_release_come_from_nvml_or_are_none(monkeypatch):
+    from types import SimpleNamespace
 
-    small = Gpu(0, "NVIDIA A2", 12 * 2**30, (8, 6), 10)
-    monkeypatch.setattr(env, "_probe_once", lambda: GpuProbe(gpus=(small,), cuda_version="13.0"))
-    chapter = "chapters/04_x.ipynb"
-    measured = [
-        runs.RunGroup("H100", "execute", False, 10.0, 0, [runs.ChapterRun(chapter, 5.0, 60 * 2**30, True)]),
-        runs.RunGroup("24 GB", "nbval", False, 10.0, 0, [runs.ChapterRun(chapter, 5.0, 14 * 2**30, True)], 24 * 2**30),
-        runs.RunGroup("8 GB", "nbval", False, 10.0, 0, [runs.ChapterRun(chapter, 5.0, 7 * 2**30, False)], 8 * 2**30),
-        runs.RunGroup("4 at once", "nbval", True, 9, 0, [runs.ChapterRun("chapters/05_y.ipynb", 5, None, True)]),
-    ]
-    monkeypatch.setattr(runs, "load", lambda: measured)
-    # the passing run under a limit: 14 GiB (the whole-GPU run and the failed 8 GB run prove nothing)
-    assert env.memory_needed_gib("04_x") == 14.0
-    assert env.memory_needed_gib("05_y") is None  # only measured in a parallel group: no peak of its own
-    with pytest.raises(GpuUnavailableError, match="Chapter 04_x needs .* at least 14 GiB .*NVIDIA A2.*12.0 GiB"):
-        env.require_gpu(chapter="04_x")
-    assert env.require_gpu(chapter="05_y") == small  # never measured: nothing to check
+    fake = SimpleNamespace(
+        nvmlInit=lambda: None,
+        nvmlSystemGetDriverVersion=lambda: "580.159.04",
+        nvmlDeviceGetHandleByIndex=lambda index: index,
+        nvmlDeviceGetMemoryInfo=lambda handle: SimpleNamespace(used=3 * GIB, free=77 * GIB, total=80 * GIB),
+    )
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    assert env.card_memory() == env.CardMemory(3 * GIB, 77 * GIB, 80 * GIB)
+    assert env._nvidia_driver_release() == "580.159.04"
 
+    def no_driver():
+        raise OSError("NVML Shared Library Not Found")
 
-def test_gpu_memory_is_read_from_nvidia_smi_in_mib(monkeypatch):
-    import subprocess
-
-    asked = []
-
-    def fake_run(command, **kwargs):
-        asked.append(command)
-        return subprocess.CompletedProcess(command, 0, stdout="80000, 81559\n", stderr="")
-
-    monkeypatch.setattr(subprocess, "run", fake_run)
-    assert env.gpu_memory_mib("free", "total") == (80000, 81559)
-    assert "--query-gpu=memory.free,memory.total" in asked[0]
-    assert env.gpu_memory_mib("used") is None  # two numbers for one field: not trusted
-
-    def missing(command, **kwargs):
-        raise FileNotFoundError("nvidia-smi")
-
-    monkeypatch.setattr(subprocess, "run", missing)
-    assert env.gpu_memory_mib("used") is None
+    monkeypatch.setitem(sys.modules, "pynvml", SimpleNamespace(nvmlInit=no_driver))
+    assert env.card_memory() is None and env._nvidia_driver_release() is None
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # not installed
+    assert env.card_memory() is None

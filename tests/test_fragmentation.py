@@ -4,14 +4,12 @@ give any free byte to any request (as remapping pages would). The GPU allocators
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from support.memory import fragmentation
 from support.memory.fragmentation import Allocator, FragmentPlan, fragment_and_probe, largest_request_that_fits
 from support.memory.pools import MemorySetupError
-from support.memory.sizes import GIB, MIB
+from support.units import GIB, MIB
 
 
 class FirstFitArena:
@@ -107,17 +105,11 @@ def test_the_experiment_refuses_a_cap_the_gpu_cannot_spare_and_unknown_allocator
     assert set(fragmentation.ALLOCATORS) == set(fragmentation._MAKERS)
 
 
-def test_each_process_gets_only_its_own_pytorch_setting(monkeypatch):
-    seen = {}
+def test_each_process_gets_only_its_own_pytorch_setting():
+    from support.fresh_process import environment
 
-    def fake_run_module(module, arguments, *, what, env, timeout):
-        seen.update(module=module, arguments=arguments, env=env)
-        return {"allocator": arguments[0], "cap_bytes": GIB, "blocks_filled": 3, "kept_bytes": MIB, "largest_fit": 0}
-
-    monkeypatch.setattr("support.memory.fresh_process.run_module", fake_run_module)
-    monkeypatch.setenv("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True")
-    result = fragmentation.measure_in_fresh_process("PyTorch caching allocator")
-    assert "PYTORCH_CUDA_ALLOC_CONF" not in seen["env"] and result.free_bytes == GIB - MIB
-    assert json.loads(seen["arguments"][1])["cap_bytes"] == GIB
-    fragmentation.measure_in_fresh_process("PyTorch, expandable segments")
-    assert seen["env"]["PYTORCH_CUDA_ALLOC_CONF"] == "expandable_segments:True"
+    inherited = {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True", "PATH": "/bin"}
+    plain = environment(fragmentation.process_environment("PyTorch caching allocator"), inherited)
+    assert plain == {"PATH": "/bin"}
+    expandable = environment(fragmentation.process_environment("PyTorch, expandable segments"), inherited)
+    assert expandable["PYTORCH_CUDA_ALLOC_CONF"] == "expandable_segments:True"

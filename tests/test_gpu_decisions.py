@@ -14,7 +14,7 @@ import pytest
 
 from support import bench, traffic
 from support.memory import pools
-from support.memory.sizes import GIB, MIB
+from support.units import GIB, MIB
 
 
 def test_time_under_resources_warms_each_resource_then_goes_round_them(monkeypatch):

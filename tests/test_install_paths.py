@@ -12,9 +12,9 @@ import yaml
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 
-from support import resolve
-
-ROOT = Path(__file__).resolve().parents[1]
+from booktools import resolve
+from booktools.paths import ROOT
+from support import env
 
 #: conda package name -> pip distribution name, where they differ.
 CONDA_TO_PIP = {
@@ -82,8 +82,9 @@ def test_the_gpu_extra_and_environment_yml_name_the_same_stack_with_the_same_ran
 
 def test_the_gpu_extra_pins_the_major_versions_the_chapters_ran_with():
     gpu = pip_packages("gpu")
-    for name in ("cudf-cu13", "rmm-cu13", "cupy-cuda13x", "numba-cuda", "torch", "jax"):
-        assert gpu[name], f"{name} needs a version range in the gpu extra"
+    for name in env.GPU_LIBRARIES.values():
+        if name != "numpy" and name != "numba":  # both follow what cuDF and numba-cuda ask for
+            assert gpu[name], f"{name} needs a version range in the gpu extra"
     assert "cuda13" in Requirement(next(r for r in resolve.extra_requirements("gpu") if r.startswith("jax"))).extras
 
 

@@ -7,8 +7,8 @@ The decision (obstacle) is tested for every rule with hand-made ArrayFacts, incl
 import numpy as np
 import pytest
 
-from support import interop
 from support.interop import ArrayFacts, ZeroCopyError, describe, obstacle, same_memory, share
+from support.interop import handoffs as interop
 
 torch = pytest.importorskip("torch")
 jax = pytest.importorskip("jax")

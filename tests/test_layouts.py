@@ -1,5 +1,5 @@
-"""support.layouts, support.speedups and support.host_link on the CPU. The Numba kernels run in Numba's CUDA
-simulator here (conftest switches it on when there is no GPU) and are checked against NumPy."""
+"""support.layouts, support.why_gpus.speedups and support.why_gpus.host_link on the CPU. The Numba kernels run in
+Numba's CUDA simulator here (conftest switches it on when there is no GPU) and are checked against NumPy."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ import numpy as np
 import pandas
 import pytest
 
-from support import host_link, layouts, speedups
+from support import layouts
 from support.bench import Timing
+from support.why_gpus import host_link, speedups
 
 
 def test_structured_records_and_their_matrix_view_share_bytes():
@@ -185,3 +186,16 @@ def test_side_by_side_times_every_cpu_contender_and_the_gpu_once_each(monkeypatc
     assert result.speedup == pytest.approx(4.0)
     with pytest.raises(ValueError, match="at least one CPU contender"):
         speedups.side_by_side("work", {}, lambda: None)
+
+
+def test_the_host_link_diagram_writes_the_measured_bandwidths_and_refuses_unmeasured_ones(tmp_path):
+    figure = host_link.draw_host_link({"host→GPU, pinned": 55.2, "GPU→host, pageable": 14.8}, device_gbps=1503.0)
+    texts = [text.get_text() for text in figure.axes[0].texts]
+    assert "host→GPU, pinned: 55.2 GB/s" in texts and "GPU→host, pageable: 14.8 GB/s" in texts
+    assert any("1,503 GB/s" in t for t in texts)
+    arrows = [t.arrow_patch.get_linewidth() for t in figure.axes[0].texts if getattr(t, "arrow_patch", None)]
+    assert len(arrows) == 3  # one per copy, one inside GPU memory
+    assert arrows[0] > arrows[1] and arrows[2] > arrows[0]  # the faster the copy, the wider its arrow
+    figure.savefig(tmp_path / "link.png")
+    with pytest.raises(ValueError, match="measured and positive"):
+        host_link.draw_host_link({}, device_gbps=1.0)

@@ -3,15 +3,13 @@ the workload on pandas, JAX settings, figures. What needs RMM or a GPU runs in c
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pandas
 import pytest
 
 from support import memory
 from support.memory import churn, jax_probe, limits, observe, plots, workload
-from support.memory.sizes import GIB, KIB, MIB, describe_bytes, round_up
+from support.units import GIB, KIB, MIB, describe_bytes, round_up
 
 
 def test_sizes_read_like_people_write_them():
@@ -137,12 +135,6 @@ def test_a_failing_churn_process_says_which_allocator_and_why():
         RuntimeError, match=r"'python loop only' failed in its process \(exit 1\):(.|\n)*repeat must be"
     ):
         churn.measure_in_fresh_process("python loop only", plan, repeat=0)
-
-
-def test_churn_command_line_prints_one_json_line(capsys):
-    assert churn.main(["python loop only", "--steps=200", "--live=4", "--repeat=2", "--spread=log-uniform"]) == 0
-    found = json.loads(capsys.readouterr().out.strip())
-    assert found["allocator"] == "python loop only" and found["steps"] == 200 and len(found["samples"]) == 2
 
 
 def test_churn_rows_compare_to_cudamalloc_and_subtract_the_loop():
@@ -327,21 +319,15 @@ def test_budget_runs_are_reported_and_checked():
     assert budget.spill_summary({}) == {}
     with pytest.raises(ValueError, match="unknown mode 'swap'"):
         budget.run("swap", GIB)
-    with pytest.raises(SystemExit):
-        budget.main(["swap", "--budget-bytes=1"])
 
 
-def test_fresh_process_runs_a_module_and_names_what_failed():
-    from support.memory import fresh_process
+def test_a_churn_runs_in_a_fresh_process_and_a_bad_one_names_what_failed():
+    from support import fresh_process
 
-    found = fresh_process.run_module(
-        "support.memory.churn", ["python loop only", "--steps=10", "--live=2", "--repeat=1"], what="a churn"
-    )
-    assert found["allocator"] == "python loop only" and found["steps"] == 10
-    with pytest.raises(RuntimeError, match=r"a bad churn failed in its process \(exit 2\):(.|\n)*invalid choice"):
-        fresh_process.run_module("support.memory.churn", ["malloc"], what="a bad churn")
-    with pytest.raises(RuntimeError, match="a silent module printed no result"):
-        fresh_process.run_module("support.memory.sizes", [], what="a silent module")
+    found = churn.measure_in_fresh_process("python loop only", churn.ChurnPlan(steps=10, live=2), repeat=1)
+    assert found.allocator == "python loop only" and found.steps == 10 and len(found.samples) == 1
+    with pytest.raises(fresh_process.FreshProcessError, match=r"(?s)the churn of 'malloc' failed.*unknown allocator"):
+        churn.measure_in_fresh_process("malloc")
 
 
 def test_out_of_memory_inside_a_cap_becomes_an_error_that_names_it():

@@ -4,9 +4,9 @@ import re
 
 import pytest
 
-from support import book
+from booktools import notebooks
 
-CHAPTERS = book.chapter_notebooks()
+CHAPTERS = notebooks.chapter_notebooks()
 MAX_NOTEBOOK_BYTES = 4 << 20  # notebooks travel to the GPU host and into git: keep plots small
 
 
@@ -15,7 +15,7 @@ def test_there_are_chapters():
 
 
 def test_table_of_contents_lists_every_chapter_and_nothing_else():
-    listed = {entry.removesuffix(".ipynb") for entry in book.toc_files() if entry.startswith("chapters/")}
+    listed = {entry.removesuffix(".ipynb") for entry in notebooks.toc_files() if entry.startswith("chapters/")}
     on_disk = {f"chapters/{path.stem}" for path in CHAPTERS}
     assert listed - on_disk == set(), "_toc.yml lists notebooks that do not exist"
     assert on_disk - listed == set(), "chapters/ has notebooks that _toc.yml does not list"
@@ -28,23 +28,25 @@ def test_chapter_is_named_by_number_and_topic(path):
 
 @pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.name)
 def test_chapter_was_executed_on_a_gpu_and_is_ready(path):
-    assert book.notebook_problems(book.read_notebook(path)) == []
+    assert notebooks.notebook_problems(notebooks.read_notebook(path)) == []
 
 
 @pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.name)
 def test_chapter_is_small_and_free_of_run_noise(path):
     assert path.stat().st_size < MAX_NOTEBOOK_BYTES, "downsample plots (dpi ~100) to keep notebooks small"
-    notebook = book.read_notebook(path)
-    for key in book.VOLATILE_NOTEBOOK_METADATA:
+    notebook = notebooks.read_notebook(path)
+    for key in notebooks.VOLATILE_NOTEBOOK_METADATA:
         assert key not in notebook.metadata
     for cell in notebook.cells:
-        assert not set(book.VOLATILE_CELL_METADATA) & set(cell.metadata), "run `make execute` to strip run metadata"
+        assert not set(notebooks.VOLATILE_CELL_METADATA) & set(cell.metadata), (
+            "run `make execute` to strip run metadata"
+        )
 
 
 @pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.name)
 def test_chapter_starts_with_a_title_and_the_environment_banner(path):
-    notebook = book.read_notebook(path)
+    notebook = notebooks.read_notebook(path)
     assert notebook.cells[0].cell_type == "markdown" and notebook.cells[0].source.startswith("# ")
-    if book.needs_gpu(notebook):
-        first_code = book.code_cells(notebook)[0].source
+    if notebooks.needs_gpu(notebook):
+        first_code = notebooks.code_cells(notebook)[0].source
         assert "banner()" in first_code, "the first code cell prints support.env.banner()"

@@ -1,6 +1,6 @@
-"""support.scale on the CPU: recordings written, scored beat by beat on a two-process distributed.LocalCluster,
-judged against their truth, joined with their metadata and ranked (by a shuffle and by a broadcast). The same code
-runs on dask_cuda.LocalCUDACluster in chapter 7."""
+"""support.many_gpus.scale on the CPU: recordings written, scored beat by beat on a two-process
+distributed.LocalCluster, judged against their truth, joined with their metadata and ranked (by a shuffle and by a
+broadcast). The same code runs on dask_cuda.LocalCUDACluster in chapter 7."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from support import scale
+from support.many_gpus import scale
 
 
 @pytest.fixture(scope="module")
@@ -83,21 +83,29 @@ def test_a_recording_without_truth_cannot_be_judged(recordings, model, tmp_path)
         scale.recording_quality(table, tmp_path)
 
 
-def test_two_workers_score_and_rank_the_recordings(recordings, model):
-    from distributed import Client, get_task_stream, wait
+@pytest.fixture(scope="module")
+def client():
+    """One two-worker CPU cluster for the module's tests (starting one takes seconds)."""
+    from distributed import Client
+
+    with scale.make_cluster("cpu", workers=2) as cluster, Client(cluster) as connected:
+        yield connected
+
+
+def test_two_workers_score_and_rank_the_recordings(recordings, model, client):
+    from distributed import get_task_stream, wait
 
     paths, metadata = recordings
-    with scale.make_cluster("cpu", workers=2) as cluster, Client(cluster) as client:
-        assert len(scale.worker_devices(client)) == 2
-        with get_task_stream(client) as stream:
-            tables = client.map(scale.beat_table, [str(p) for p in paths], model=model, pure=False)
-            wait(tables)
-        shuffled = scale.rank_recordings(tables, metadata)
-        broadcast = scale.rank_recordings(tables, metadata, broadcast=True)
-        with pytest.raises(ValueError, match="without beats or metadata: \\['recording-012'\\]"):
-            scale.rank_recordings(tables[:2], metadata)
-        qualities = client.gather(client.map(scale.recording_quality, tables, folder=str(paths[0].parent)))
-        run = scale.measure_stages(client, paths, model, metadata, warmup=0, repeat=1)
+    assert len(scale.worker_devices(client)) == 2
+    with get_task_stream(client) as stream:
+        tables = client.map(scale.beat_table, [str(p) for p in paths], model=model, pure=False)
+        wait(tables)
+    shuffled = scale.rank_recordings(tables, metadata)
+    broadcast = scale.rank_recordings(tables, metadata, broadcast=True)
+    with pytest.raises(ValueError, match="without beats or metadata: \\['recording-012'\\]"):
+        scale.rank_recordings(tables[:2], metadata)
+    qualities = client.gather(client.map(scale.recording_quality, tables, folder=str(paths[0].parent)))
+    run = scale.measure_stages(client, paths, model, metadata, warmup=0, repeat=1)
     assert run.workers == 2 and list(run.timings) == list(scale.STAGES)
     assert run.timings["  read: on the workers"].median <= run.timings["read every recording"].median
     assert run.timings["  score: on the workers"].median <= run.timings["score every recording"].median
@@ -122,30 +130,29 @@ def test_two_workers_score_and_rank_the_recordings(recordings, model):
     assert "beat_table" in [t.get_text() for t in figure.axes[0].get_legend().get_texts()]
 
 
-def test_each_worker_reads_its_share_and_the_recordings_stay_there(recordings, model):
-    from distributed import Client, wait
+def test_each_worker_reads_its_share_and_the_recordings_stay_there(recordings, model, client):
+    from distributed import wait
 
     paths, _ = recordings
-    assert scale.shares(paths, ["b", "a"]) == {"a": [str(paths[0]), str(paths[2])], "b": [str(paths[1])]}
+    assert scale.recordings_per_worker(paths, ["b", "a"]) == {"a": [str(paths[0]), str(paths[2])], "b": [str(paths[1])]}
     with pytest.raises(ValueError, match="the cluster has no workers"):
-        scale.shares(paths, [])
-    with scale.make_cluster("cpu", workers=2) as cluster, Client(cluster) as client:
-        stealing = client.run_on_scheduler(lambda dask_scheduler: "stealing" in dask_scheduler.extensions)
-        assert not stealing  # a task stays where its recording is
-        read = scale.read_everywhere(client, paths)
-        wait(read)
-        holders = client.who_has(read)
-        workers = sorted(client.scheduler_info()["workers"])
-        assert [holders[f.key] for f in read] == [(workers[0],), (workers[1],), (workers[0],)]
-        assert [r.source for r in client.gather(read)] == [str(p) for p in paths]
-        tables = client.map(scale.score_recording, read, model=model, pure=False)
-        wait(tables)
-        assert client.who_has(tables)[tables[1].key] == (workers[1],)  # scored where it was read
-        pd.testing.assert_frame_equal(tables[2].result(), scale.beat_table(paths[2], model))
-        before = scale.bytes_between_workers(client)  # a scoring pinned away from its recording fetches it
-        client.submit(scale.score_recording, read[1], model=model, workers=[workers[0]], pure=False).result()
-        samples = read[1].result().signal.nbytes
-        assert samples <= scale.bytes_between_workers(client) - before < 2 * samples + 2**16
+        scale.recordings_per_worker(paths, [])
+    stealing = client.run_on_scheduler(lambda dask_scheduler: "stealing" in dask_scheduler.extensions)
+    assert not stealing  # a task stays where its recording is
+    read = scale.read_everywhere(client, paths)
+    wait(read)
+    holders = client.who_has(read)
+    workers = sorted(client.scheduler_info()["workers"])
+    assert [holders[f.key] for f in read] == [(workers[0],), (workers[1],), (workers[0],)]
+    assert [r.source for r in client.gather(read)] == [str(p) for p in paths]
+    tables = client.map(scale.score_recording, read, model=model, pure=False)
+    wait(tables)
+    assert client.who_has(tables)[tables[1].key] == (workers[1],)  # scored where it was read
+    pd.testing.assert_frame_equal(tables[2].result(), scale.beat_table(paths[2], model))
+    before = scale.bytes_between_workers(client)  # a scoring pinned away from its recording fetches it
+    client.submit(scale.score_recording, read[1], model=model, workers=[workers[0]], pure=False).result()
+    samples = read[1].result().signal.nbytes
+    assert samples <= scale.bytes_between_workers(client) - before < 2 * samples + 2**16
 
 
 def test_dask_counts_a_recordings_samples():

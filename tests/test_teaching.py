@@ -1,11 +1,11 @@
-"""support.teaching: the teacher's tables from recorded runs."""
+"""booktools.teaching: the teacher's tables from recorded runs."""
 
 from __future__ import annotations
 
 import pytest
 
-from support import teaching
-from support.runs import ChapterRun, RunGroup
+from booktools import teaching
+from booktools.runs import ChapterRun, RunGroup
 
 GIB = 2**30
 

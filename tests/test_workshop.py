@@ -1,4 +1,4 @@
-"""support.workshop: the participant edition drops every solution (code cells included) and every output, keeps
+"""booktools.workshop: the participant edition drops every solution (code cells included) and every output, keeps
 every exercise, and names broken exercise markup."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import nbformat
 import pytest
 
-from support import book, workshop
-from support.workshop import WorkshopError
+from booktools import notebooks, workshop
+from booktools.workshop import WorkshopError
 
 EXERCISE = "```{exercise-start}\n:label: ex-predict\n```\nPredict the bandwidth, then measure it."
 EXERCISE_END = "```{exercise-end}\n```"
@@ -81,8 +81,8 @@ def test_broken_markup_is_named(cells, message):
 
 
 def test_make_workshop_writes_every_chapter_and_a_readme(tmp_path):
-    written = workshop.write_edition(book.chapter_notebooks(), tmp_path)
-    assert [path.name for path in written] == [path.name for path in book.chapter_notebooks()]
+    written = workshop.write_edition(notebooks.chapter_notebooks(), tmp_path)
+    assert [path.name for path in written] == [path.name for path in notebooks.chapter_notebooks()]
     assert (tmp_path / "README.md").read_text().startswith("# Workshop edition")
     for path in written:
         assert all(not cell.get("outputs") for cell in nbformat.read(path, as_version=4).cells)
@@ -91,7 +91,7 @@ def test_make_workshop_writes_every_chapter_and_a_readme(tmp_path):
 def test_chapters_one_to_six_end_with_three_to_five_exercises_each():
     """The teachers' page promises exercises at the end of chapters 1 to 6 (chapter 4's on its second page)."""
     counts: dict[str, int] = {}
-    for path in book.chapter_notebooks():
+    for path in notebooks.chapter_notebooks():
         number = path.name[:2]
         if "01" <= number <= "06":
             labels = workshop.exercise_labels(nbformat.read(path, as_version=4))

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from support.arrays import array_module
 from support.ecg import kernels
-from support.ecg.backend import array_module
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""The CUDA versions of :mod:`support.ecg.kernels`, compiled from the same Python functions.
+"""The CUDA versions of :mod:`support.ecg.kernels`, compiled from the same Python functions (:mod:`support.ecg.rules`).
 
 They live in their own module, with ``cuda`` a module global, so that Numba's CUDA simulator can stand in
 for the GPU in tests. Call them through :mod:`support.ecg.kernels`, which checks the arguments.
@@ -9,11 +9,11 @@ loads it instead of compiling it again.
 
 from numba import cuda
 
-from support.ecg.kernels import _embedded_value, _is_peak, _is_plausible
+from support.ecg import rules
 
-is_peak = cuda.jit(device=True)(_is_peak)
-is_plausible = cuda.jit(device=True)(_is_plausible)
-embedded_value = cuda.jit(device=True)(_embedded_value)
+is_peak = cuda.jit(device=True)(rules.is_peak)
+is_plausible = cuda.jit(device=True)(rules.is_plausible)
+embedded_value = cuda.jit(device=True)(rules.embedded_value)
 
 
 @cuda.jit(cache=True)

@@ -17,7 +17,7 @@ import math
 import numpy as np
 import scipy.fft
 
-from support.ecg.backend import array_module
+from support.arrays import array_module
 
 #: Standard deviation of the Ricker wavelet, in seconds: its central lobe (±σ) spans a QRS complex.
 QRS_SIGMA_S = 0.016

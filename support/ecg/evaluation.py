@@ -235,8 +235,8 @@ def evaluate_recording(ecg, *, by: str = "random", latents=(2, 4, 8), epochs: in
     The beats are found and embedded where ``ecg.signal`` lives (CuPy: on the GPU), handed to PyTorch without
     a copy, split ``by`` random or time, the model chosen on validation, and the test flags judged.
     """
+    from support.arrays import to_host
     from support.ecg import pipeline
-    from support.ecg.backend import to_host
 
     found = pipeline.find_beats(ecg.signal, pipeline.PipelineConfig(fs=ecg.fs, seed=seed, progress=False))
     tensor = pipeline.to_torch(found.matrix)

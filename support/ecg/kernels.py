@@ -27,65 +27,36 @@ import math
 
 import numpy as np
 
-from support.ecg.backend import is_gpu_array
+from support.arrays import is_gpu_array
+from support.ecg.rules import embedded_value, is_peak, is_plausible
 
 THREADS = 256
-
-
-def _is_peak(y, i, half_window, threshold):
-    value = y[i]
-    if not value >= threshold:  # also rejects NaN
-        return False
-    start = max(0, i - half_window)
-    stop = min(y.shape[0] - 1, i + half_window)
-    for j in range(start, i):
-        if y[j] >= value:
-            return False
-    for j in range(i + 1, stop + 1):
-        if y[j] > value:
-            return False
-    return True
-
-
-def _is_plausible(peaks, k, min_gap, max_gap):
-    if k == 0 or k == peaks.shape[0] - 1:
-        return False
-    before = peaks[k] - peaks[k - 1]
-    after = peaks[k + 1] - peaks[k]
-    return min_gap <= before <= max_gap and min_gap <= after <= max_gap
-
-
-def _embedded_value(signal, peaks, k, column, anchor):
-    sample = peaks[k] - anchor + column
-    if 0 <= sample < signal.shape[0]:
-        return signal[sample]
-    return 0.0
 
 
 @functools.cache
 def _cpu():
     import numba
 
-    is_peak = numba.njit(_is_peak)
-    is_plausible = numba.njit(_is_plausible)
-    embedded_value = numba.njit(_embedded_value)
+    peak = numba.njit(is_peak)
+    plausible_beat = numba.njit(is_plausible)
+    value_at = numba.njit(embedded_value)
 
     @numba.njit(parallel=True)
     def gate(y, half_window, threshold, out):
         for i in numba.prange(y.shape[0]):
-            out[i] = 1 if is_peak(y, i, half_window, threshold) else 0
+            out[i] = 1 if peak(y, i, half_window, threshold) else 0
 
     @numba.njit(parallel=True)
     def plausible(peaks, min_gap, max_gap, out):
         for k in numba.prange(peaks.shape[0]):
-            out[k] = 1 if is_plausible(peaks, k, min_gap, max_gap) else 0
+            out[k] = 1 if plausible_beat(peaks, k, min_gap, max_gap) else 0
 
     @numba.njit(parallel=True)
     def embed(signal, peaks, keep, rows, anchor, out):
         for k in numba.prange(peaks.shape[0]):
             if keep[k]:
                 for column in range(out.shape[1]):
-                    out[rows[k], column] = embedded_value(signal, peaks, k, column, anchor)
+                    out[rows[k], column] = value_at(signal, peaks, k, column, anchor)
 
     return gate, plausible, embed
 

@@ -29,9 +29,9 @@ from pathlib import Path
 
 import numpy as np
 
+from support.arrays import array_module, synchronize, to_host
 from support.ecg import beats as beat_tools
 from support.ecg import detection, kernels, reading, vae
-from support.ecg.backend import array_module, synchronize, to_host
 from support.ecg.synthetic import KINDS, NORMAL
 from support.memory import MemoryUse, memory_scope
 
@@ -97,7 +97,7 @@ class StageLog:
     def rows(self) -> list[dict[str, str]]:
         """One row per stage: its time, the memory it allocated at its peak, and what was held after it."""
         from support.bench import format_seconds
-        from support.memory import describe_bytes
+        from support.units import describe_bytes
 
         return [
             {

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from support.ecg.backend import array_module, to_host
+from support.arrays import array_module, to_host
 from support.ecg.synthetic import KINDS
 from support.figures import new_figure
 

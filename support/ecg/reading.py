@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from support.ecg.backend import array_module, to_host
+from support.arrays import array_module, to_host
 
 #: Tokens that stand for a missing value (after stripping blanks), as pandas and cuDF read them.
 MISSING_TOKENS = frozenset({"", "nan", "NaN", "NAN", "NA", "N/A", "n/a", "null", "NULL", "None", "-nan", "-NaN"})

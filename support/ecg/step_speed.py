@@ -13,14 +13,11 @@ This module measures that and the usual fixes:
 
 CUDA graph capture needs PyTorch's own caching allocator: under RMM's PyTorch allocator (the book's one pool)
 the capture fails. ``python -m support.ecg.step_speed --allocator torch|rmm`` measures both in a fresh process
-and prints one JSON line (:mod:`support.memory.fresh_process` runs it from the chapter).
+and prints one JSON line (:mod:`support.fresh_process` runs it from the chapter).
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -184,19 +181,3 @@ def compare_in_process(allocator: str, batch_size: int = 512, beats: int = 20_00
     except RuntimeError as error:
         result["CUDA graph error"] = str(error)
     return result
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m support.ecg.step_speed", description=__doc__.splitlines()[0])
-    parser.add_argument("--allocator", choices=("torch", "rmm"), default="torch")
-    parser.add_argument("--batch-size", type=int, default=512)
-    args = parser.parse_args(argv)
-    print(json.dumps(compare_in_process(args.allocator, args.batch_size)), flush=True)
-    return 0
-
-
-if __name__ == "__main__":
-    code = main()
-    # A failed capture leaves the capturing stream invalidated, and tearing PyTorch and RMM down afterwards can
-    # fail on it; the result is printed already, so leave without the teardown.
-    os._exit(code)

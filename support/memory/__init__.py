@@ -13,9 +13,13 @@ One idea per module:
 - :mod:`~support.memory.jax_probe`: JAX's memory settings, each in a fresh process;
 - :mod:`~support.memory.managed`: managed memory behind an oversubscription guard, prefetch and advice;
 - :mod:`~support.memory.budget`: work larger than a device budget: pool, spilling, chunks, managed memory;
-- :mod:`~support.memory.sizes`: byte counts as people read them.
+- :mod:`~support.memory.guards`: what the book's memory guards decide for the share this process sees
+  (``python -m support.memory.guards``);
+- :mod:`~support.memory.plots`: the chapters' figures of memory.
 
-GPU libraries are imported only when a function needs them, so ``import support.memory`` works without a GPU.
+Byte units come from :mod:`support.units` and are importable from here too (``memory.MIB``,
+``memory.describe_bytes``), as chapter 4's cells use them. GPU libraries are imported only when a function needs
+them, so ``import support.memory`` works without a GPU.
 """
 
 from support.memory.limits import MemoryLimitError, allocation_limit, pool_with_maximum
@@ -33,7 +37,7 @@ from support.memory.pools import (
     use_one_pool,
     using_resource,
 )
-from support.memory.sizes import GIB, KIB, MIB, describe_bytes
+from support.units import GIB, KIB, MIB, describe_bytes
 
 __all__ = [
     "GIB",

@@ -28,10 +28,7 @@ Times are medians of ``repeat`` runs after one warm-up (the wall clock, after wa
 
 from __future__ import annotations
 
-import argparse
-import json
-import sys
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 MODES = (
     "pool",
@@ -84,7 +81,7 @@ class BudgetRun:
 
     def row(self) -> dict[str, object]:
         from support.bench import format_seconds
-        from support.memory.sizes import describe_bytes
+        from support.units import describe_bytes
 
         if self.managed:
             shown = "none (managed)"
@@ -230,31 +227,14 @@ def run(
 
 def run_in_fresh_process(mode: str, budget: int, *, timeout: float = 600, **options) -> BudgetRun:
     """:func:`run` in a new Python process; ``options`` are ``rows``, ``chunks``, ``batch`` and ``width``."""
-    from support.memory.fresh_process import run_module
+    from support import fresh_process
 
-    arguments = [mode, f"--budget-bytes={budget}", *(f"--{key}={value}" for key, value in options.items())]
-    return BudgetRun(**run_module("support.memory.budget", arguments, what=f"the budget run {mode!r}", timeout=timeout))
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m support.memory.budget", description=__doc__.split("\n")[0])
-    parser.add_argument("mode", choices=MODES)
-    parser.add_argument("--budget-bytes", type=int, required=True)
-    for name, default in (("rows", 10_000_000), ("chunks", 16), ("batch", 32768), ("width", 4096), ("repeat", 3)):
-        parser.add_argument(f"--{name}", type=int, default=default)
-    args = parser.parse_args(argv)
-    result = run(
-        args.mode,
-        args.budget_bytes,
-        rows=args.rows,
-        chunks=args.chunks,
-        batch=args.batch,
-        width=args.width,
-        repeat=args.repeat,
+    found = fresh_process.call(
+        "support.memory.budget:run",
+        mode=mode,
+        budget=budget,
+        what=f"the budget run {mode!r}",
+        timeout=timeout,
+        **options,
     )
-    print(json.dumps(asdict(result)))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    return BudgetRun(**found)

@@ -27,15 +27,12 @@ later hands PyTorch to RMM.
 
 from __future__ import annotations
 
-import argparse
-import json
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 from support.bench import gpu_sleeper
-from support.memory.sizes import GIB, KIB, MIB
+from support.units import GIB, KIB, MIB
 
 SPREADS = ("uniform", "log-uniform")
 
@@ -271,7 +268,7 @@ def measure(name: str, plan: ChurnPlan | None = None, *, repeat: int = 5) -> Chu
 
     if name not in ALLOCATORS:
         raise ValueError(f"unknown allocator {name!r}; choose one of: {', '.join(ALLOCATORS)}")
-    plan = plan or ChurnPlan()
+    plan = ChurnPlan(**plan) if isinstance(plan, dict) else plan or ChurnPlan()
     churn = Churn(ALLOCATORS[name](), plan)
     try:
         timing = time_wall(churn.run, label=name, warmup=1, repeat=repeat)
@@ -283,26 +280,15 @@ def measure(name: str, plan: ChurnPlan | None = None, *, repeat: int = 5) -> Chu
 
 def measure_in_fresh_process(name: str, plan: ChurnPlan | None = None, *, repeat: int = 5, timeout: float = 300):
     """:func:`measure` in a new Python process, so no allocator's cache or state leaks into another's."""
-    from support.memory.fresh_process import run_module
+    from support import fresh_process
 
     plan = plan or ChurnPlan()
-    arguments = [name, "--repeat", str(repeat), *(f"--{key}={value}" for key, value in asdict(plan).items())]
-    found = run_module("support.memory.churn", arguments, what=f"the churn of {name!r}", timeout=timeout)
+    found = fresh_process.call(
+        "support.memory.churn:measure",
+        name=name,
+        plan=asdict(plan),
+        repeat=repeat,
+        what=f"the churn of {name!r}",
+        timeout=timeout,
+    )
     return ChurnResult(found["allocator"], found["seconds_per_step"], tuple(found["samples"]), found["steps"])
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m support.memory.churn", description=__doc__.split("\n")[0])
-    parser.add_argument("allocator", choices=list(ALLOCATORS))
-    parser.add_argument("--repeat", type=int, default=5)
-    for key, value in asdict(ChurnPlan()).items():
-        parser.add_argument(f"--{key}", type=type(value), default=value)
-    args = parser.parse_args(argv)
-    plan = ChurnPlan(**{key: getattr(args, key) for key in asdict(ChurnPlan())})
-    result = measure(args.allocator, plan, repeat=args.repeat)
-    print(json.dumps(asdict(result)))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

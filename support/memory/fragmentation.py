@@ -22,14 +22,11 @@ NAME``): PyTorch reads its allocator settings once, when it first touches CUDA.
 
 from __future__ import annotations
 
-import argparse
-import json
-import sys
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 from support.memory.churn import Allocator  # here its allocate raises MemoryError when it cannot
-from support.memory.sizes import GIB, MIB, describe_bytes
+from support.units import GIB, MIB, describe_bytes
 
 #: The allocators, and the environment each one's process needs (PyTorch's own setting is removed otherwise).
 ALLOCATORS: dict[str, dict[str, str]] = {
@@ -256,36 +253,24 @@ def measure(name: str, plan: FragmentPlan | None = None) -> FragmentationResult:
     return fragment_and_probe(name, allocator, plan)
 
 
+def process_environment(name: str) -> dict[str, str | None]:
+    """What the process measuring ``name`` changes in its environment: only its own PyTorch setting stays."""
+    return {"PYTORCH_CUDA_ALLOC_CONF": None, "PYTORCH_ALLOC_CONF": None, **ALLOCATORS[name]}
+
+
 def measure_in_fresh_process(name: str, plan: FragmentPlan | None = None, *, timeout: float = 300):
     """:func:`measure` in a new Python process with the environment :data:`ALLOCATORS` gives ``name``."""
-    import os
-
-    from support.memory.fresh_process import run_module
+    from support import fresh_process
 
     if name not in ALLOCATORS:
         raise ValueError(f"unknown allocator {name!r}; choose one of: {', '.join(ALLOCATORS)}")
     plan = plan or FragmentPlan()
-    environment = {key: value for key, value in os.environ.items() if key != "PYTORCH_CUDA_ALLOC_CONF"}
-    environment.update(ALLOCATORS[name])
-    found = run_module(
-        "support.memory.fragmentation",
-        [name, json.dumps(asdict(plan))],
+    found = fresh_process.call(
+        "support.memory.fragmentation:measure",
+        name=name,
+        plan=asdict(plan),
         what=f"the fragmentation experiment for {name}",
-        env=environment,
+        env=process_environment(name),
         timeout=timeout,
     )
     return FragmentationResult(**found)
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m support.memory.fragmentation", description=__doc__.split("\n")[0])
-    parser.add_argument("allocator", choices=list(ALLOCATORS))
-    parser.add_argument("plan", nargs="?", default="{}", help="the FragmentPlan's fields as a JSON object")
-    args = parser.parse_args(argv)
-    result = measure(args.allocator, FragmentPlan(**json.loads(args.plan)))
-    print(json.dumps(asdict(result)))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

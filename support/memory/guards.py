@@ -1,6 +1,6 @@
 """What the book's memory guards decide on this GPU, as this process sees it: the check for readers sharing a GPU.
 
-Under an MPS memory limit (``python -m support.gpu_share --limit 16G -- ...``) a process sees the limit, not the
+Under an MPS memory limit (``python -m booktools.mps --limit 16G -- ...``) a process sees the limit, not the
 card: free memory is what is left of its share. The guards read free memory the same way, so they must refuse
 or adapt to the share. ``python -m support.memory.guards`` prints, for this process:
 
@@ -18,7 +18,7 @@ from collections.abc import Mapping
 
 from support.memory import jax_probe, managed
 from support.memory.pools import MemorySetupError
-from support.memory.sizes import GIB, describe_bytes
+from support.units import GIB, describe_bytes
 
 
 def decisions(free: int, total: int, environ: Mapping[str, str] | None = None) -> list[tuple[str, str]]:

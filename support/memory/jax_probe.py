@@ -21,16 +21,13 @@ unless ``GPU_INTEROP_ALLOW_JAX_PREALLOCATION=1``.
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
-import sys
 import time
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 from support.memory.pools import MemorySetupError, summarize_error
-from support.memory.sizes import GIB, describe_bytes
+from support.units import GIB, describe_bytes
 
 SETTINGS: dict[str, dict[str, str]] = {
     "preallocate 75 % (JAX's default)": {"XLA_PYTHON_CLIENT_PREALLOCATE": "true"},
@@ -40,13 +37,20 @@ SETTINGS: dict[str, dict[str, str]] = {
 }
 
 
-def jax_environment(setting: str, base: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The environment for a JAX process with ``setting``: ``base`` without its own JAX memory variables."""
+def jax_environment_changes(setting: str, base: Mapping[str, str] | None = None) -> dict[str, str | None]:
+    """What a JAX process with ``setting`` changes in ``base`` (this environment by default): its own JAX memory
+    variables removed (None), the setting's set."""
     if setting not in SETTINGS:
         raise ValueError(f"unknown JAX memory setting {setting!r}; choose one of: {', '.join(SETTINGS)}")
-    base = dict(os.environ if base is None else base)
-    cleaned = {key: value for key, value in base.items() if not key.startswith("XLA_PYTHON_CLIENT_")}
-    return cleaned | SETTINGS[setting]
+    base = os.environ if base is None else base
+    return {key: None for key in base if key.startswith("XLA_PYTHON_CLIENT_")} | SETTINGS[setting]
+
+
+def jax_environment(setting: str, base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment for a JAX process with ``setting``: ``base`` without its own JAX memory variables."""
+    from support.fresh_process import environment
+
+    return environment(jax_environment_changes(setting, base), base)
 
 
 def preallocated_fraction(setting: str) -> float:
@@ -214,30 +218,17 @@ def probe_in_fresh_process(setting: str, job_bytes: int, *, steps: int = 64, tim
     """
     import rmm
 
-    from support.memory.fresh_process import run_module
+    from support import fresh_process
 
     held_here = pool_bytes(rmm.mr.get_current_device_resource())  # this process's pool is not another user
     check_room_for_jax(setting, *_free_bytes(), held_here=held_here)
-    arguments = [setting, f"--job-bytes={job_bytes}", f"--steps={steps}"]
-    found = run_module(
-        "support.memory.jax_probe",
-        arguments,
+    found = fresh_process.call(
+        "support.memory.jax_probe:probe",
+        setting=setting,
+        job_bytes=job_bytes,
+        steps=steps,
         what=f"the JAX probe {setting!r}",
-        env=jax_environment(setting),
+        env=jax_environment_changes(setting),
         timeout=timeout,
     )
     return JaxProbe(**found)
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m support.memory.jax_probe", description=__doc__.split("\n")[0])
-    parser.add_argument("setting", choices=list(SETTINGS))
-    parser.add_argument("--job-bytes", type=int, required=True)
-    parser.add_argument("--steps", type=int, default=64)
-    args = parser.parse_args(argv)
-    print(json.dumps(asdict(probe(args.setting, args.job_bytes, args.steps))))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

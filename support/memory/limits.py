@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
-from support.memory.sizes import describe_bytes
+from support.units import describe_bytes
 
 
 class MemoryLimitError(MemoryError):

@@ -27,7 +27,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from support.memory.pools import MemorySetupError
-from support.memory.sizes import describe_bytes
+from support.units import describe_bytes
 
 OPT_IN = "GPU_INTEROP_ALLOW_OVERSUBSCRIPTION"
 

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from support.memory.sizes import describe_bytes
+from support.units import describe_bytes
 
 
 @dataclass

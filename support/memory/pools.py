@@ -16,7 +16,7 @@ import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from support.memory.sizes import GIB, MIB, describe_bytes, round_up
+from support.units import GIB, MIB, describe_bytes, round_up
 
 RESOURCE_KINDS = ("cudaMalloc", "pool", "cudaMallocAsync")
 

@@ -24,8 +24,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from support import env
+from support.units import GIB
 
-GIB = 1024**3
 NEEDED_CUDA_MAJOR = 13
 NEEDED_COMPUTE_CAPABILITY = (7, 0)
 INSTALL_FIX = 'pip install -e ".[gpu]" (or conda env create -f environment.yml)'
@@ -60,18 +60,18 @@ class Machine:
     versions: dict[str, str | None]
     environ: Mapping[str, str]
     memory: Memory | None = None
-    exercises: dict[str, str] = field(default_factory=dict)  # library -> "" if it worked, else the error
+    smoke_tests: dict[str, str] = field(default_factory=dict)  # library -> "" if it worked, else the error
     needed: int | None = None  # bytes the most demanding chapter needs (measured runs), None if never measured
 
 
-def _version_tuple(text: str | None) -> tuple[int, ...]:
-    parts = []
-    for piece in (text or "").split("."):
-        digits = "".join(ch for ch in piece if ch.isdigit())
-        if not digits:
-            break
-        parts.append(int(digits))
-    return tuple(parts)
+def _release(text: str | None) -> tuple[int, ...]:
+    """The release numbers of a version string (``"2.11.0+cu130"`` -> ``(2, 11, 0)``); () when there is none."""
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return Version(text or "").release
+    except InvalidVersion:
+        return ()
 
 
 def check_driver(gpus: env.GpuProbe) -> list[Finding]:
@@ -79,7 +79,7 @@ def check_driver(gpus: env.GpuProbe) -> list[Finding]:
         return [
             Finding("FAIL", f"no usable GPU: {gpus.problem}", "run on a machine with an NVIDIA GPU and driver 580+")
         ]
-    major = _version_tuple(gpus.cuda_version)[:1]
+    major = _release(gpus.cuda_version)[:1]
     found = [
         Finding("ok", f"driver {gpus.driver_version or 'unknown'}, supports CUDA up to {gpus.cuda_version}")
         if major and major[0] >= NEEDED_CUDA_MAJOR
@@ -111,7 +111,7 @@ def check_versions(versions: Mapping[str, str | None]) -> list[Finding]:
     if missing:
         names = ", ".join(name.replace("_", "-") for name in missing)
         found.append(Finding("FAIL", f"not installed: {names}", INSTALL_FIX))
-    numpy, numba_cuda = _version_tuple(versions.get("numpy")), _version_tuple(versions.get("numba_cuda"))
+    numpy, numba_cuda = _release(versions.get("numpy")), _release(versions.get("numba_cuda"))
     if numpy[:2] >= (2, 5) and numba_cuda[:2] == (0, 30):
         found.append(
             Finding(
@@ -163,12 +163,12 @@ def check_memory(memory: Memory | None, environ: Mapping[str, str], needed: int 
     return found
 
 
-def check_exercises(exercises: Mapping[str, str]) -> list[Finding]:
+def check_smoke_tests(smoke_tests: Mapping[str, str]) -> list[Finding]:
     return [
         Finding("ok", f"{name} ran on the GPU")
         if not error
         else Finding("FAIL", f"{name} failed on the GPU: {error}", INSTALL_FIX + ", then make doctor again")
-        for name, error in exercises.items()
+        for name, error in smoke_tests.items()
     ]
 
 
@@ -177,15 +177,15 @@ def diagnose(machine: Machine) -> list[Finding]:
     found = check_driver(machine.gpus)
     found += check_versions(machine.versions)
     if machine.gpus.available:
-        found += check_exercises(machine.exercises)
+        found += check_smoke_tests(machine.smoke_tests)
         found += check_memory(machine.memory, machine.environ, machine.needed)
     return found
 
 
 def _nvml_memory() -> tuple[int, int] | None:
-    """Free and total bytes of GPU 0 on the whole card (NVML), or None without ``nvidia-smi``."""
-    found = env.gpu_memory_mib("free", "total")
-    return None if found is None else (found[0] * 2**20, found[1] * 2**20)
+    """Free and total bytes of GPU 0 on the whole card (NVML), or None without it."""
+    found = env.card_memory()
+    return None if found is None else (found.free, found.total)
 
 
 def _first_line(error: BaseException) -> str:
@@ -193,7 +193,7 @@ def _first_line(error: BaseException) -> str:
     return f"{type(error).__name__}: {text[0] if text else ''}"[:160]
 
 
-def _exercise(name: str, work: Callable[[], None]) -> str:
+def _smoke_test(name: str, work: Callable[[], None]) -> str:
     try:
         work()
     except Exception as error:  # noqa: BLE001 - any failure is the finding
@@ -256,11 +256,10 @@ def _tiny_work() -> dict[str, Callable[[], None]]:
 
 def most_needed() -> int | None:
     """Bytes the most demanding chapter needs: the largest of the chapters' measured needs
-    (:func:`support.runs.memory_needed`), None when none was measured under a limit."""
-    from support import book, runs
+    (:mod:`support.needs`), None when none was measured under a limit."""
+    from support import needs
 
-    needs = [runs.memory_needed(path.stem) for path in book.chapter_notebooks()]
-    measured = [need for need in needs if need is not None]
+    measured = [need.peak_bytes for need in needs.load().values()]
     return max(measured) if measured else None
 
 
@@ -273,7 +272,7 @@ def probe_machine(environ: Mapping[str, str] | None = None) -> Machine:
     if not gpus.available:
         return machine
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # the doctor itself takes no 75 %
-    machine.exercises = {name: _exercise(name, work) for name, work in _tiny_work().items()}
+    machine.smoke_tests = {name: _smoke_test(name, work) for name, work in _tiny_work().items()}
     nvml = _nvml_memory()
     try:
         import cupy

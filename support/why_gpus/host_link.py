@@ -8,6 +8,8 @@ turns the timings into a table.
 :func:`pipeline_runs` runs the same few stages three ways: on the CPU, on the GPU with the data staying there,
 and on the GPU with a round trip through host memory after every stage, the way a pipeline that hands data
 between libraries by way of NumPy does.
+
+:func:`draw_host_link` draws the link at the bandwidths the chapter measured.
 """
 
 from __future__ import annotations
@@ -92,3 +94,42 @@ def pipeline_runs(
     )
     crossings = len(on_cpu) * (host.nbytes / down + host.nbytes / up)
     return PipelineRuns(cpu, resident, trips, host.nbytes, crossings)
+
+
+def draw_host_link(link_gbps: dict[str, float], device_gbps: float):
+    """Host memory, the link, and the GPU's memory, with measured bandwidths in GB/s (chapter 1's run).
+
+    ``link_gbps`` maps copy names to their bandwidth; ``device_gbps`` is a buffer's speed inside GPU memory.
+    Arrow widths grow with the square root of the bandwidth (a linear scale would make the link's arrows
+    invisible next to the GPU's own memory; a logarithmic one would hide how thin they are).
+    """
+    from support.figures import box, canvas
+
+    if not link_gbps or min([*link_gbps.values(), device_gbps]) <= 0:
+        raise ValueError("bandwidths must be measured and positive: run chapter 1's copy table first")
+    figure, axes = canvas(12, 5.2, size=(9.5, 4.1))
+    box(axes, 0.2, 0.6, 3.0, 3.8, "host memory\n(CPU)", color="#eeeeee", size=10, weight="bold")
+    box(axes, 8.8, 0.6, 3.0, 3.8, "", color="#e8f3e8")
+    axes.text(10.3, 4.1, "GPU memory", ha="center", va="center", fontsize=10, weight="bold")
+    top = max([*link_gbps.values(), device_gbps])
+
+    def width(gbps: float) -> float:
+        return 1 + 11 * (gbps / top) ** 0.5
+
+    rows = list(link_gbps.items())
+    for i, (name, gbps) in enumerate(rows):
+        y = 3.7 - i * (2.9 / max(len(rows) - 1, 1))
+        up = "host→GPU" in name or "host→" in name
+        start, end = ((3.3, y), (8.7, y)) if up else ((8.7, y), (3.3, y))
+        axes.annotate("", xy=end, xytext=start, arrowprops={"arrowstyle": "-|>", "lw": width(gbps), "color": "#4c72b0"})
+        axes.text(6.0, y + 0.12, f"{name}: {gbps:,.1f} GB/s", ha="center", va="bottom", fontsize=7.5)
+    axes.annotate(
+        "",
+        xy=(11.4, 1.3),
+        xytext=(9.2, 1.3),
+        arrowprops={"arrowstyle": "-|>", "lw": width(device_gbps), "color": "#55a868"},
+    )
+    axes.text(10.3, 1.75, f"inside GPU memory:\n{device_gbps:,.0f} GB/s", ha="center", fontsize=8)
+    axes.text(6.0, 0.2, "the link (PCIe or NVLink-C2C)", ha="center", fontsize=8, style="italic")
+    axes.set_title("Where the bytes go, at the speeds this run measured", fontsize=10)
+    return figure

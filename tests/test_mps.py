@@ -1,4 +1,4 @@
-"""support.gpu_share on the CPU: a stand-in nvidia-cuda-mps-control records what it is asked; MPS must be stopped
+"""booktools.mps on the CPU: a stand-in nvidia-cuda-mps-control records what it is asked; MPS must be stopped
 on every path (success, failure, an exception) and never started twice."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from support import gpu_share
+from booktools import mps
 
 FAKE_CONTROL = """#!/bin/sh
 # records each call; "get_server_list" succeeds only while the daemon "runs"
@@ -41,13 +41,13 @@ def calls(control: Path) -> list[str]:
 
 
 def test_the_command_runs_under_the_limit_and_mps_stops(control):
-    status = gpu_share.run_with_limit([sys.executable, "-c", "print('work')"], "16G")
+    status = mps.run_with_limit([sys.executable, "-c", "print('work')"], "16G")
     assert status == 0
     assert calls(control) == ["get_server_list", "start", "set_default_device_pinned_mem_limit 0 16G", "quit"]
 
 
 def test_a_failing_command_returns_its_status_and_mps_still_stops(control):
-    assert gpu_share.run_with_limit([sys.executable, "-c", "raise SystemExit(3)"], "8192M", device=0) == 3
+    assert mps.run_with_limit([sys.executable, "-c", "raise SystemExit(3)"], "8192M", device=0) == 3
     assert calls(control)[-1] == "quit"
 
 
@@ -55,39 +55,39 @@ def test_an_interruption_still_stops_mps(control, monkeypatch):
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    real_run = gpu_share.subprocess.run
+    real_run = mps.subprocess.run
 
     def run(command, *args, **kwargs):
         if command[0] == sys.executable:
             interrupted()
         return real_run(command, *args, **kwargs)
 
-    monkeypatch.setattr(gpu_share.subprocess, "run", run)
+    monkeypatch.setattr(mps.subprocess, "run", run)
     with pytest.raises(KeyboardInterrupt):
-        gpu_share.run_with_limit([sys.executable, "-c", "pass"], "16G")
+        mps.run_with_limit([sys.executable, "-c", "pass"], "16G")
     assert calls(control)[-1] == "quit"
 
 
 def test_mps_already_running_is_refused_and_left_alone(control):
     (control.parent / "running").touch()
-    with pytest.raises(gpu_share.GpuShareError, match="already runs"):
-        gpu_share.run_with_limit([sys.executable, "-c", "pass"], "16G")
+    with pytest.raises(mps.MpsError, match="already runs"):
+        mps.run_with_limit([sys.executable, "-c", "pass"], "16G")
     assert calls(control) == ["get_server_list"]
 
 
 def test_bad_arguments_are_named_before_anything_starts(monkeypatch, capsys):
-    with pytest.raises(gpu_share.GpuShareError, match="not '16GB'"):
-        gpu_share.run_with_limit(["true"], "16GB")
-    with pytest.raises(gpu_share.GpuShareError, match="give the command"):
-        gpu_share.run_with_limit([], "16G")
+    with pytest.raises(mps.MpsError, match="not '16GB'"):
+        mps.run_with_limit(["true"], "16GB")
+    with pytest.raises(mps.MpsError, match="give the command"):
+        mps.run_with_limit([], "16G")
     monkeypatch.setenv("PATH", "/nonexistent")
-    assert gpu_share.main(["--limit", "16G", "--", "true"]) == 2
+    assert mps.main(["--limit", "16G", "--", "true"]) == 2
     assert "nvidia-cuda-mps-control is not on PATH" in capsys.readouterr().err
 
 
 def test_the_guards_answer_for_the_share_a_process_sees():
     from support.memory import guards
-    from support.memory.sizes import GIB
+    from support.units import GIB
 
     alone = dict(guards.decisions(free=78 * GIB, total=80 * GIB, environ={}))
     # under an MPS limit of 16 GB a client sees the card's total but only its share free (measured on the H100)
@@ -106,7 +106,7 @@ def test_managed_memory_within_a_share_is_read_before_and_after_its_prefetch(mon
     import types
 
     from support.memory import guards, managed
-    from support.memory.sizes import GIB
+    from support.units import GIB
 
     free = [10 * GIB]
     events = []

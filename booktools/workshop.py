@@ -26,10 +26,9 @@ import re
 import sys
 from pathlib import Path
 
-from support.book import ROOT
+from booktools.paths import BUILD, ROOT
 
-PROJECT_ROOT = ROOT  # the repository, as support.book finds it
-OUT = PROJECT_ROOT / "_build" / "workshop"
+OUT = BUILD / "workshop"
 SOLUTION_START = re.compile(r"```\{solution-start\}")
 SOLUTION_END = re.compile(r"```\{solution-end\}")
 EXERCISE_LABEL = re.compile(r"```\{exercise(?:-start)?\}[^\n]*\n:label:\s*(\S+)")
@@ -120,7 +119,7 @@ def write_edition(chapters: list[Path], out: Path = OUT) -> list[Path]:
 
 
 if __name__ == "__main__":
-    from support import book
+    from booktools import notebooks
 
-    for written in write_edition(book.chapter_notebooks(), Path(sys.argv[1]) if len(sys.argv) > 1 else OUT):
-        print(written.relative_to(PROJECT_ROOT) if written.is_relative_to(PROJECT_ROOT) else written)
+    for written in write_edition(notebooks.chapter_notebooks(), Path(sys.argv[1]) if len(sys.argv) > 1 else OUT):
+        print(written.relative_to(ROOT) if written.is_relative_to(ROOT) else written)

@@ -5,8 +5,8 @@ cell ran, in order, without errors, and its banner names the NVIDIA GPU it ran o
 
 Command line (what ``make execute`` calls on a GPU host)::
 
-    python -m support.book execute chapters/00_getting_started.ipynb [...]
-    python -m support.book check                # report notebooks that are not ready to publish
+    python -m booktools.notebooks execute chapters/00_getting_started.ipynb [...]
+    python -m booktools.notebooks check                # report notebooks that are not ready to publish
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from booktools.paths import ROOT
 from support.env import BANNER_GPU_LINE
 
 __all__ = [
@@ -32,7 +33,6 @@ __all__ = [
     "toc_files",
 ]
 
-ROOT = Path(__file__).resolve().parent.parent
 
 #: Cell metadata that changes on every run and says nothing about the content.
 VOLATILE_CELL_METADATA = ("execution", "collapsed", "scrolled", "ExecuteTime")
@@ -187,7 +187,7 @@ def execute_notebook(path: Path | str, timeout_s: int = 1800, kernel_name: str =
 
 
 def _main(argv: Iterable[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m support.book", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m booktools.notebooks", description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("execute", help="execute notebooks in place, outputs kept, volatile metadata stripped")
     run.add_argument("notebooks", nargs="+", type=Path)

@@ -1,6 +1,6 @@
 """Does the ``gpu`` extra install? pip's resolver run for a GPU server, on any machine, installing nothing.
 
-``make resolve-gpu`` (or ``python -m support.resolve``) reads the ``gpu`` extra from ``pyproject.toml`` and asks
+``make resolve-gpu`` (or ``python -m booktools.resolve``) reads the ``gpu`` extra from ``pyproject.toml`` and asks
 pip what it would install for CPython 3.12 on manylinux x86_64 (``pip install --dry-run --report`` with
 ``--python-version``, ``--platform`` and ``--only-binary=:all:``, into a throw-away ``--target``), then prints the
 version of each package it chose, the GPU stack first. It needs the package index; pip fetches each candidate's
@@ -18,9 +18,8 @@ import tempfile
 import tomllib
 from pathlib import Path
 
-from support.book import ROOT
-
-PROJECT_ROOT = ROOT  # the repository, as support.book finds it
+from booktools.paths import PYPROJECT
+from support.env import GPU_LIBRARIES
 
 #: manylinux tags a current Linux x86_64 server accepts (glibc 2.17 to 2.39), and pure-Python wheels.
 PLATFORMS: tuple[str, ...] = (
@@ -30,10 +29,11 @@ PLATFORMS: tuple[str, ...] = (
 )
 
 #: Distributions shown first in the report: the libraries the book is about.
-GPU_STACK = ("cudf-cu13", "rmm-cu13", "cupy-cuda13x", "numba", "numba-cuda", "torch", "jax", "jaxlib", "numpy")
+#: The pip distributions of the book's GPU stack (:data:`support.env.GPU_LIBRARIES`), listed first.
+GPU_STACK = (*GPU_LIBRARIES.values(), "jaxlib")
 
 
-def extra_requirements(extra: str = "gpu", pyproject: Path = PROJECT_ROOT / "pyproject.toml") -> list[str]:
+def extra_requirements(extra: str = "gpu", pyproject: Path = PYPROJECT) -> list[str]:
     """The requirement strings of one optional-dependency group of ``pyproject.toml``."""
     groups = tomllib.loads(pyproject.read_text())["project"]["optional-dependencies"]
     if extra not in groups:
@@ -102,7 +102,7 @@ def resolve(extra: str = "gpu", python_version: str = "3.12") -> dict[str, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m support.resolve", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m booktools.resolve", description=__doc__.split("\n")[0])
     parser.add_argument("--extra", default="gpu")
     parser.add_argument("--python-version", default="3.12")
     args = parser.parse_args(argv)

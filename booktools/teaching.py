@@ -6,23 +6,25 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from support.runs import GIB, RunGroup, chapter_name, load, memory_needed
+from booktools.runs import RunGroup, chapter_name, chapter_needs, load
+from support.units import GIB
 
 
 def planning_rows(chapters: Sequence[str], groups: Sequence[RunGroup] | None = None, full: str = "H100 80GB"):
     """Per chapter (``01_why_gpus``): its run time on the ``full`` GPU and the memory it was measured to need
-    under a limit (:func:`support.runs.memory_needed`), from the recorded runs; None where nothing was measured."""
+    under a limit (:func:`booktools.runs.chapter_needs`), from the recorded runs; None where nothing was measured."""
     groups = load() if groups is None else groups
     on_full = next((g for g in groups if g.label == full and not g.parallel), None)
+    needs = chapter_needs(groups)
     rows = []
     for name in chapters:
         run = None if on_full is None else next((c for c in on_full.chapters if chapter_name(c.notebook) == name), None)
-        need = memory_needed(name, groups)
+        need = needs.get(name)
         rows.append(
             {
                 "chapter": name,
                 f"run time ({full})": None if run is None else run.seconds,
-                "GPU memory it needs": None if need is None else need / GIB,
+                "GPU memory it needs": None if need is None else need.peak_bytes / GIB,
             }
         )
     return rows

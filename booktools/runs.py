@@ -1,14 +1,14 @@
 """Measured runs of the chapters: how long each takes and how much GPU memory it needs, on each GPU setup.
 
-``python -m support.runs measure --label "H100 80GB" --mode execute chapters/*.ipynb`` runs each notebook in
-its own process (``execute``: ``python -m support.book execute``, which rewrites it with fresh outputs;
+``python -m booktools.runs measure --label "H100 80GB" --mode execute chapters/*.ipynb`` runs each notebook in
+its own process (``execute``: ``python -m booktools.notebooks execute``, which rewrites it with fresh outputs;
 ``nbval``: ``pytest --nbval`` against the committed outputs) while a thread samples the GPU's memory in use
-(``nvidia-smi``, 5 times a second). Each run is recorded in :data:`RUNS_FILE`: wall time, the peak of memory in
+(NVML, 5 times a second). Each run is recorded in :data:`RUNS_FILE`: wall time, the peak of memory in
 use above what was in use when it started (the notebook's kernel and every process it starts), and whether it
 passed. ``--parallel`` starts all the notebooks at once (several readers on one GPU) and records the wall time of
 the whole group; the peak then belongs to the group, not to one chapter.
 
-``python -m support.runs readme`` writes the table of :func:`runs_table` into README.md between its markers;
+``python -m booktools.runs readme`` writes the table of :func:`runs_table` into README.md between its markers;
 a test checks that the committed table is the one the committed JSON gives.
 """
 
@@ -24,14 +24,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from support.book import ROOT
+from booktools.paths import README, ROOT, RUNS
+from support.needs import NEEDS_FILE, Need
+from support.units import GIB, MIB
 
-PROJECT_ROOT = ROOT  # the repository, as support.book finds it
-RUNS_FILE = PROJECT_ROOT / "runs" / "chapter_runs.json"
-README = PROJECT_ROOT / "README.md"
+RUNS_FILE = RUNS / "chapter_runs.json"
 TABLE_START, TABLE_END = "<!-- chapter-runs: start -->", "<!-- chapter-runs: end -->"
-MIB = 2**20
-GIB = 2**30
 
 
 @dataclass(frozen=True)
@@ -94,11 +92,11 @@ class MemorySampler:
 
 
 def gpu_memory_used() -> int | None:
-    """Bytes in use on GPU 0, as ``nvidia-smi`` reports them (None when it cannot answer)."""
-    from support.env import gpu_memory_mib
+    """Bytes in use on GPU 0 by every process, as NVML reports them (None when it cannot answer)."""
+    from support.env import card_memory
 
-    found = gpu_memory_mib("used")
-    return None if found is None else found[0] * MIB
+    found = card_memory()
+    return None if found is None else found.used
 
 
 def command_for(mode: str, notebook: str, python: str = sys.executable) -> list[str]:
@@ -107,10 +105,10 @@ def command_for(mode: str, notebook: str, python: str = sys.executable) -> list[
     >>> command_for("nbval", "chapters/01_why_gpus.ipynb", "python")[:4]
     ['python', '-m', 'pytest', '--require-gpu']
     >>> command_for("execute", "chapters/01_why_gpus.ipynb", "python")
-    ['python', '-m', 'support.book', 'execute', 'chapters/01_why_gpus.ipynb']
+    ['python', '-m', 'booktools.notebooks', 'execute', 'chapters/01_why_gpus.ipynb']
     """
     if mode == "execute":
-        return [python, "-m", "support.book", "execute", notebook]
+        return [python, "-m", "booktools.notebooks", "execute", notebook]
     if mode == "nbval":
         return [python, "-m", "pytest", "--require-gpu", "-q", "-p", "no:cacheprovider", notebook]
     raise ValueError(f"unknown mode {mode!r}; choose execute or nbval")
@@ -136,9 +134,7 @@ def _run_together(notebooks: Sequence[str], commands: Sequence[list[str]], log) 
         processes = []
         for command, path in zip(commands, logs, strict=True):
             with path.open("w") as out:
-                processes.append(
-                    subprocess.Popen(command, cwd=PROJECT_ROOT, stdout=out, stderr=subprocess.STDOUT, text=True)
-                )
+                processes.append(subprocess.Popen(command, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, text=True))
         ended: dict[int, float] = {}
         while len(ended) < len(processes):
             for index, process in enumerate(processes):
@@ -175,7 +171,7 @@ def measure(
                 begun = time.perf_counter()
                 with MemorySampler(read) as memory:
                     done = subprocess.run(
-                        command, cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+                        command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
                     )
                 run = ChapterRun(
                     notebook,
@@ -225,29 +221,46 @@ def record(group: RunGroup, path: Path = RUNS_FILE) -> None:
             group.limit_bytes,
         )
     save([group if (g.label, g.mode, g.parallel) == key else g for g in groups] if earlier else [*groups, group], path)
+    if path == RUNS_FILE:
+        write_needs(load(path))
 
 
 def chapter_name(notebook: str) -> str:
     return Path(notebook).stem
 
 
-def memory_needed(notebook: str, groups: Sequence[RunGroup] | None = None) -> int | None:
-    """Bytes of GPU memory ``notebook`` is known to run in, or None if that was never shown.
+def chapter_needs(groups: Sequence[RunGroup] | None = None) -> dict[str, Need]:
+    """What each chapter was seen to need: for every chapter that passed a one-at-a-time run under a memory
+    limit, the run with the smallest peak (memory in use on the whole GPU, so the CUDA contexts and MPS's own share
+    are in it), as a :class:`support.needs.Need` with its limit.
 
-    Only runs under a memory limit show it: on a whole GPU a chapter may take more than it needs (JAX's default
-    preallocation, pools sized from free memory). For each one-at-a-time run under a limit that the notebook
-    passed: its peak (memory in use on the whole GPU, so the CUDA contexts and MPS's own share are in it); the
-    smallest of those. A card with less memory than that may still run it, but nothing measured says so.
+    Runs on a whole GPU say nothing of a need: there a chapter may take more than it needs (JAX's default
+    preallocation, pools sized from free memory). A smaller share may still run a chapter; nothing measured says so.
     """
     groups = load() if groups is None else groups
-    bounds = [
-        min(chapter.peak_bytes, group.limit_bytes)
-        for group in groups
-        if not group.parallel and group.limit_bytes
-        for chapter in group.chapters
-        if chapter_name(chapter.notebook) == chapter_name(notebook) and chapter.passed and chapter.peak_bytes
-    ]
-    return min(bounds) if bounds else None
+    found: dict[str, Need] = {}
+    for group in groups:
+        if group.parallel or not group.limit_bytes:
+            continue
+        for chapter in group.chapters:
+            if not (chapter.passed and chapter.peak_bytes):
+                continue
+            need = Need(
+                chapter_name(chapter.notebook),
+                min(chapter.peak_bytes, group.limit_bytes),
+                group.limit_bytes,
+                group.label,
+            )
+            earlier = found.get(need.chapter)
+            if earlier is None or need.peak_bytes < earlier.peak_bytes:
+                found[need.chapter] = need
+    return dict(sorted(found.items()))
+
+
+def write_needs(groups: Sequence[RunGroup] | None = None, path: Path = NEEDS_FILE) -> None:
+    """Write :func:`chapter_needs` where :mod:`support.needs` reads it."""
+    needs = {name: asdict(need) for name, need in chapter_needs(groups).items()}
+    path.write_text(json.dumps(needs, indent=1) + "\n")
 
 
 def runs_table(groups: Sequence[RunGroup]) -> str:
@@ -310,7 +323,7 @@ def readme_with_table(readme: str, table: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m support.runs", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m booktools.runs", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="action", required=True)
     run = sub.add_parser("measure", help="run notebooks and record time and peak GPU memory")
     run.add_argument("--label", required=True, help='the GPU setup, e.g. "H100 80GB" or "16 GB MPS limit"')
@@ -319,13 +332,17 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--memory-limit", help="the per-process limit the runs are under (e.g. 16G for an MPS limit)")
     run.add_argument("notebooks", nargs="+")
     sub.add_parser("readme", help="write the table of recorded runs into README.md")
+    sub.add_parser("needs", help="write each chapter's need (support/chapter_needs.json) from the recorded runs")
     args = parser.parse_args(argv)
     if args.action == "readme":
         README.write_text(readme_with_table(README.read_text(), runs_table(load())))
         return 0
+    if args.action == "needs":
+        write_needs()
+        return 0
     limit = None
     if args.memory_limit:
-        from support.gpu_share import check_limit
+        from booktools.mps import check_limit
 
         number = float(check_limit(args.memory_limit)[:-1])
         limit = int(number * (GIB if args.memory_limit.endswith("G") else MIB))

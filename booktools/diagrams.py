@@ -2,8 +2,6 @@
 
 Each ``draw_*`` function returns a matplotlib figure of one idea that is easier to see than to read:
 
-- :func:`draw_host_link` (chapter 1): host memory, the link and the GPU's memory, with the bandwidths chapter 1
-  measured drawn as the widths of the arrows (drawn in the chapter from its own run, not stored);
 - :func:`draw_aos_vs_soa` (chapter 2): the same records as an array of structures and as a structure of arrays,
   and the 32-byte sectors eight threads of a warp touch when each reads one field;
 - :func:`draw_dlpack_handshake` (chapter 3): DLPack's handshake (the consumer names its stream, the producer
@@ -14,7 +12,7 @@ Each ``draw_*`` function returns a matplotlib figure of one idea that is easier 
 - :func:`draw_page_migration` (chapter 5): managed pages moved one fault at a time against one bulk prefetch;
 - :func:`draw_ecg_flow` (chapter 6): the pipeline as libraries and the handoffs between them, none through the host.
 
-``python -m support.diagrams`` (``make diagrams``) writes them as PNGs into ``chapters/diagrams/``, where the
+``python -m booktools.diagrams`` (``make diagrams``) writes them as PNGs into ``chapters/diagrams/``, where the
 chapters' Markdown shows them; a test checks that the committed images are what this code draws.
 """
 
@@ -24,77 +22,16 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-FOLDER = Path(__file__).resolve().parents[1] / "chapters" / "diagrams"
-DPI = 90
+from booktools.paths import CHAPTERS
+from support.figures import DPI, arrow, box, canvas
+
+FOLDER = CHAPTERS / "diagrams"
 FIELD_COLORS = {"x": "#4c72b0", "y": "#dd8452", "z": "#55a868", "w": "#c44e52"}
-
-
-def _canvas(width: float, height: float, size=(9.0, 3.6)):
-    import matplotlib.pyplot as plt  # the caller's backend: inline in a notebook, Agg in write_all
-
-    figure, axes = plt.subplots(figsize=size, dpi=DPI)
-    axes.set_xlim(0, width)
-    axes.set_ylim(0, height)
-    axes.set_aspect("equal")
-    axes.axis("off")
-    return figure, axes
-
-
-def _box(axes, x, y, w, h, text="", color="white", edge="black", size=9, weight="normal", text_color="black"):
-    from matplotlib.patches import Rectangle
-
-    axes.add_patch(Rectangle((x, y), w, h, facecolor=color, edgecolor=edge, linewidth=1))
-    if text:
-        axes.text(x + w / 2, y + h / 2, text, ha="center", va="center", fontsize=size, weight=weight, color=text_color)
-
-
-def _arrow(axes, start, end, text="", color="black", size=8, offset=(0.0, 0.15)):
-    axes.annotate("", xy=end, xytext=start, arrowprops={"arrowstyle": "->", "color": color, "lw": 1.2})
-    if text:
-        middle = ((start[0] + end[0]) / 2 + offset[0], (start[1] + end[1]) / 2 + offset[1])
-        axes.text(*middle, text, ha="center", va="bottom", fontsize=size, color=color)
-
-
-def draw_host_link(link_gbps: dict[str, float], device_gbps: float):
-    """Host memory, the link, and the GPU's memory, with measured bandwidths in GB/s (chapter 1's run).
-
-    ``link_gbps`` maps copy names to their bandwidth; ``device_gbps`` is a buffer's speed inside GPU memory.
-    Arrow widths grow with the square root of the bandwidth (a linear scale would make the link's arrows
-    invisible next to the GPU's own memory; a logarithmic one would hide how thin they are).
-    """
-    if not link_gbps or min([*link_gbps.values(), device_gbps]) <= 0:
-        raise ValueError("bandwidths must be measured and positive: run chapter 1's copy table first")
-    figure, axes = _canvas(12, 5.2, size=(9.5, 4.1))
-    _box(axes, 0.2, 0.6, 3.0, 3.8, "host memory\n(CPU)", color="#eeeeee", size=10, weight="bold")
-    _box(axes, 8.8, 0.6, 3.0, 3.8, "", color="#e8f3e8")
-    axes.text(10.3, 4.1, "GPU memory", ha="center", va="center", fontsize=10, weight="bold")
-    top = max([*link_gbps.values(), device_gbps])
-
-    def width(gbps: float) -> float:
-        return 1 + 11 * (gbps / top) ** 0.5
-
-    rows = list(link_gbps.items())
-    for i, (name, gbps) in enumerate(rows):
-        y = 3.7 - i * (2.9 / max(len(rows) - 1, 1))
-        up = "host→GPU" in name or "host→" in name
-        start, end = ((3.3, y), (8.7, y)) if up else ((8.7, y), (3.3, y))
-        axes.annotate("", xy=end, xytext=start, arrowprops={"arrowstyle": "-|>", "lw": width(gbps), "color": "#4c72b0"})
-        axes.text(6.0, y + 0.12, f"{name}: {gbps:,.1f} GB/s", ha="center", va="bottom", fontsize=7.5)
-    axes.annotate(
-        "",
-        xy=(11.4, 1.3),
-        xytext=(9.2, 1.3),
-        arrowprops={"arrowstyle": "-|>", "lw": width(device_gbps), "color": "#55a868"},
-    )
-    axes.text(10.3, 1.75, f"inside GPU memory:\n{device_gbps:,.0f} GB/s", ha="center", fontsize=8)
-    axes.text(6.0, 0.2, "the link (PCIe or NVLink-C2C)", ha="center", fontsize=8, style="italic")
-    axes.set_title("Where the bytes go, at the speeds this run measured", fontsize=10)
-    return figure
 
 
 def draw_aos_vs_soa(threads: int = 8):
     """Records of four float32 fields (x, y, z, w); ``threads`` threads each read field x of one record."""
-    figure, axes = _canvas(38, 14, size=(10, 3.9))
+    figure, axes = canvas(38, 14, size=(10, 3.9))
     cell = 1.0
     layouts = {
         "array of structures (AoS): x y z w of record 0, then of record 1, ...": [
@@ -107,9 +44,9 @@ def draw_aos_vs_soa(threads: int = 8):
         axes.text(0.2, y + 3.6, title, fontsize=9, weight="bold", va="bottom")
         read = [i for i, f in enumerate(fields) if f == "x"][:threads]
         for thread in range(threads):
-            _box(axes, 0.2 + thread * 1.6, y + 2.3, 1.3, 0.8, f"t{thread}", "#eeeeee", size=7)
+            box(axes, 0.2 + thread * 1.6, y + 2.3, 1.3, 0.8, f"t{thread}", "#eeeeee", size=7)
         for i, field in enumerate(fields):
-            _box(axes, 0.2 + i * cell, y, cell, cell, field, FIELD_COLORS[field], size=8, text_color="white")
+            box(axes, 0.2 + i * cell, y, cell, cell, field, FIELD_COLORS[field], size=8, text_color="white")
         sectors = sorted({i // 8 for i in read})  # a 32-byte sector holds eight float32 values
         for sector in range(len(fields) // 8):
             axes.plot(
@@ -144,74 +81,74 @@ def draw_aos_vs_soa(threads: int = 8):
 
 def draw_dlpack_handshake():
     """DLPack (left) and the CUDA Array Interface (right), as the calls between producer and consumer."""
-    figure, axes = _canvas(20, 10, size=(10, 5))
+    figure, axes = canvas(20, 10, size=(10, 5))
     for left, title in ((0.3, "DLPack: torch.from_dlpack(x)"), (10.5, "CUDA Array Interface: cupy.asarray(t)")):
         axes.text(left, 9.5, title, fontsize=10, weight="bold")
-        _box(axes, left, 7.6, 3.4, 1.2, "consumer", "#e8eef7")
-        _box(axes, left + 5.4, 7.6, 3.4, 1.2, "producer", "#fbeee6")
+        box(axes, left, 7.6, 3.4, 1.2, "consumer", "#e8eef7")
+        box(axes, left + 5.4, 7.6, 3.4, 1.2, "producer", "#fbeee6")
         for x in (left + 1.7, left + 7.1):
             axes.plot([x, x], [0.6, 7.6], color="#999999", lw=1, ls="--")
     a, p = 0.3 + 1.7, 0.3 + 7.1
-    _arrow(axes, (a, 6.9), (p, 6.9), "__dlpack__(stream=consumer's stream)")
-    _box(axes, p - 2.0, 5.3, 4.0, 1.0, "event: the consumer's stream\nwaits for the producer's work", "#fbeee6", size=7)
-    _arrow(axes, (p, 3.9), (a, 3.9), "capsule: pointer, shape, strides,\ndtype, device, deleter")
-    _box(axes, a - 1.6, 2.3, 3.2, 1.0, "tensor views the\nsame memory", "#e8eef7", size=7)
-    _arrow(axes, (a, 1.2), (p, 1.2), "tensor dropped: deleter(), the producer may free", color="#777777")
+    arrow(axes, (a, 6.9), (p, 6.9), "__dlpack__(stream=consumer's stream)")
+    box(axes, p - 2.0, 5.3, 4.0, 1.0, "event: the consumer's stream\nwaits for the producer's work", "#fbeee6", size=7)
+    arrow(axes, (p, 3.9), (a, 3.9), "capsule: pointer, shape, strides,\ndtype, device, deleter")
+    box(axes, a - 1.6, 2.3, 3.2, 1.0, "tensor views the\nsame memory", "#e8eef7", size=7)
+    arrow(axes, (a, 1.2), (p, 1.2), "tensor dropped: deleter(), the producer may free", color="#777777")
     a, p = 10.5 + 1.7, 10.5 + 7.1
-    _arrow(axes, (a, 6.9), (p, 6.9), "read __cuda_array_interface__")
-    _arrow(axes, (p, 5.4), (a, 5.4), '{"data": (ptr, ro), "shape", "strides",\n"typestr", "stream": producer\'s}')
-    _box(axes, a - 1.6, 3.3, 3.2, 1.0, "consumer syncs on\nproducer's stream", "#e8eef7", size=7)
-    _box(axes, a - 1.6, 1.6, 3.2, 1.0, "keeps the producer\nobject alive", "#e8eef7", size=7)
+    arrow(axes, (a, 6.9), (p, 6.9), "read __cuda_array_interface__")
+    arrow(axes, (p, 5.4), (a, 5.4), '{"data": (ptr, ro), "shape", "strides",\n"typestr", "stream": producer\'s}')
+    box(axes, a - 1.6, 3.3, 3.2, 1.0, "consumer syncs on\nproducer's stream", "#e8eef7", size=7)
+    box(axes, a - 1.6, 1.6, 3.2, 1.0, "keeps the producer\nobject alive", "#e8eef7", size=7)
     return figure
 
 
 def draw_pool_vs_cudamalloc():
     """Five requests served by cudaMalloc one by one, and by a pool that asked the driver once."""
-    figure, axes = _canvas(20, 9, size=(10, 4.5))
+    figure, axes = canvas(20, 9, size=(10, 4.5))
     sizes = [3, 1, 2, 1.5, 2.5]
     colors = ["#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b2"]
     axes.text(0.3, 8.4, "cudaMalloc per request", fontsize=10, weight="bold")
     axes.text(10.5, 8.4, "a pool (RMM): one cudaMalloc, carved", fontsize=10, weight="bold")
-    _box(axes, 0.3, 0.4, 9.0, 1.2, "GPU memory (the driver maps each allocation)", "#eeeeee", size=8)
+    box(axes, 0.3, 0.4, 9.0, 1.2, "GPU memory (the driver maps each allocation)", "#eeeeee", size=8)
     x = 0.5
     for i, (size, color) in enumerate(zip(sizes, colors, strict=True)):
-        _box(axes, x, 2.4, size * 0.55, 0.8, "", color)
-        _arrow(axes, (x + size * 0.27, 7.4 - i * 0.9), (x + size * 0.27, 3.3), color=color)
+        box(axes, x, 2.4, size * 0.55, 0.8, "", color)
+        arrow(axes, (x + size * 0.27, 7.4 - i * 0.9), (x + size * 0.27, 3.3), color=color)
         axes.text(x + size * 0.27 + 0.15, 7.45 - i * 0.9, f"cudaMalloc #{i + 1}", fontsize=7, color=color)
         x += size * 0.55 + 0.35
     axes.text(0.3, 1.8, "each free is cudaFree: it waits for all GPU work", fontsize=8)
-    _box(axes, 10.5, 0.4, 9.0, 1.2, "GPU memory", "#eeeeee", size=8)
-    _box(axes, 10.7, 2.3, 8.6, 1.0, "", "white", edge="black")
-    _arrow(axes, (18.6, 7.4), (18.6, 3.4))
+    box(axes, 10.5, 0.4, 9.0, 1.2, "GPU memory", "#eeeeee", size=8)
+    box(axes, 10.7, 2.3, 8.6, 1.0, "", "white", edge="black")
+    arrow(axes, (18.6, 7.4), (18.6, 3.4))
     axes.text(19.2, 7.6, "one cudaMalloc, when the pool is made (and when it grows)", fontsize=8, ha="right")
     x = 10.8
     for size, color in zip(sizes, colors, strict=True):
-        _box(axes, x, 2.4, size * 0.62, 0.8, "", color)
+        box(axes, x, 2.4, size * 0.62, 0.8, "", color)
         x += size * 0.62 + 0.05
-    _box(axes, x, 2.4, 19.2 - x, 0.8, "free", "white", edge="#999999", size=7)
+    box(axes, x, 2.4, 19.2 - x, 0.8, "free", "white", edge="#999999", size=7)
     axes.text(10.5, 4.6, "requests and frees are bookkeeping inside the block:\nno driver call, no wait", fontsize=8)
     return figure
 
 
 def draw_page_migration(pages: int = 8):
     """Managed pages moving to the GPU: one fault at a time, or all at once by a prefetch."""
-    figure, axes = _canvas(22, 10, size=(10, 4.6))
+    figure, axes = canvas(22, 10, size=(10, 4.6))
     for column, (title, steps) in enumerate(
         (("page faults on first GPU touch", pages), ("prefetch, then the pass", 1))
     ):
         left = 0.3 + column * 11.2
         axes.text(left, 9.4, title, fontsize=10, weight="bold")
-        _box(axes, left, 6.8, 9.6, 1.6, "", "#fbeee6")
+        box(axes, left, 6.8, 9.6, 1.6, "", "#fbeee6")
         axes.text(left + 0.1, 8.0, "host memory", fontsize=8)
-        _box(axes, left, 0.6, 9.6, 1.6, "", "#e8eef7")
+        box(axes, left, 0.6, 9.6, 1.6, "", "#e8eef7")
         axes.text(left + 0.1, 0.75, "GPU memory", fontsize=8)
         for page in range(pages):
-            _box(axes, left + 0.3 + page * 1.15, 6.95, 0.9, 0.7, "", "#dddddd")
-            _box(axes, left + 0.3 + page * 1.15, 1.3, 0.9, 0.7, "", "#55a868")
+            box(axes, left + 0.3 + page * 1.15, 6.95, 0.9, 0.7, "", "#dddddd")
+            box(axes, left + 0.3 + page * 1.15, 1.3, 0.9, 0.7, "", "#55a868")
         if steps > 1:
             for page in range(pages):
                 x = left + 0.75 + page * 1.15
-                _arrow(axes, (x, 6.9), (x, 2.1), color="#c44e52")
+                arrow(axes, (x, 6.9), (x, 2.1), color="#c44e52")
                 axes.text(x, 4.5 + (page % 2) * 0.5, f"fault\n{page + 1}", fontsize=6, ha="center", color="#c44e52")
             axes.text(left, 5.9, "", fontsize=8)
             axes.text(left + 0.2, 2.45, "the kernel stalls at each fault; pages move as faults arrive", fontsize=7)
@@ -239,7 +176,7 @@ def draw_page_migration(pages: int = 8):
 
 def draw_ecg_flow():
     """Chapter 6's stages, the library of each, and the zero-copy handoffs between them."""
-    figure, axes = _canvas(26, 6, size=(11, 2.9))
+    figure, axes = canvas(26, 6, size=(11, 2.9))
     stages = [
         ("read CSV", "cuDF"),
         ("convolve", "CuPy"),
@@ -251,9 +188,9 @@ def draw_ecg_flow():
     width, gap = 3.3, 0.95
     for i, (stage, library) in enumerate(stages):
         x = 0.3 + i * (width + gap)
-        _box(axes, x, 2.4, width, 1.6, f"{stage}\n{library}", "#e8eef7", size=9)
+        box(axes, x, 2.4, width, 1.6, f"{stage}\n{library}", "#e8eef7", size=9)
         if i:
-            _arrow(axes, (x - gap, 3.2), (x, 3.2), color="#55a868")
+            arrow(axes, (x - gap, 3.2), (x, 3.2), color="#55a868")
     axes.text(
         0.3,
         4.6,
@@ -261,7 +198,7 @@ def draw_ecg_flow():
         fontsize=9,
         color="#55a868",
     )
-    _box(
+    box(
         axes,
         0.3,
         0.3,

@@ -26,6 +26,27 @@ from dataclasses import dataclass
 
 import numpy as np
 
+__all__ = [
+    "FIELDS",
+    "RECORD",
+    "RECORD_BYTES",
+    "LayoutError",
+    "field_index",
+    "structured_records",
+    "as_matrix",
+    "random_records",
+    "sum_field_async",
+    "sum_values_async",
+    "sum_field",
+    "to_fields",
+    "copy_bandwidth",
+    "Variant",
+    "one_field_ways",
+    "bandwidth_rows",
+    "bandwidth_figure",
+    "transposition_break_even",
+]
+
 FIELDS = ("x", "y", "z", "w")
 RECORD = np.dtype([(name, np.float32) for name in FIELDS])
 RECORD_BYTES = RECORD.itemsize
@@ -82,7 +103,7 @@ def _check_records(records) -> None:
 
 
 def _launch(count: int, on_gpu: bool) -> tuple[int, int]:
-    from support.layout_kernels import THREADS
+    from support.layouts.kernels import THREADS
 
     blocks = max(1, math.ceil(count / THREADS))
     if on_gpu:
@@ -109,7 +130,7 @@ def _new_array(shape, dtype, on_gpu: bool, *, zeroed: bool = False):
 
 def _start_sum(matrix, column: int):
     """Launch the summing kernel over ``matrix[:, column]``; returns its one-element float64 output."""
-    from support import layout_kernels
+    from support.layouts import kernels as layout_kernels
 
     on_gpu = _on_gpu(matrix)
     out = _new_array(1, np.float64, on_gpu, zeroed=True)
@@ -145,7 +166,7 @@ def sum_field(records, field: str) -> float:
 
 def to_fields(records):
     """Transpose AoS ``(n, 4)`` records into SoA: a new ``(4, n)`` array, one contiguous row per field."""
-    from support import layout_kernels
+    from support.layouts import kernels as layout_kernels
 
     _check_records(records)
     on_gpu = _on_gpu(records)

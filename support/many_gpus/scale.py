@@ -16,7 +16,7 @@ The same code runs on a laptop's cores and on a machine's GPUs; only the cluster
   needs the data of every recording at once (a shuffle between workers, or a broadcast of the small table);
 - :func:`task_stream_figure` draws what each worker did and when, from the scheduler's task stream (the
   dashboard's "Task Stream" plot, as a figure for the page);
-- :func:`read_everywhere` reads every recording, each worker its share (:func:`shares`);
+- :func:`read_everywhere` reads every recording, each worker its share (:func:`recordings_per_worker`);
 - :func:`measure_stages` times the reading, the scoring and both rankings on one cluster (with the bytes sent
   between workers and each worker's load), :func:`scaling_table` sets two clusters side by side;
 - :func:`cluster_diagram` draws the cluster;
@@ -427,7 +427,7 @@ def busy_span(records) -> float:
     return max(stop for *_, stop in found) - min(start for _, _, start, _ in found)
 
 
-def shares(paths, workers) -> dict[str, list[str]]:
+def recordings_per_worker(paths, workers) -> dict[str, list[str]]:
     """Which recordings each worker reads: ``paths`` dealt out in turn, as even as they go (a cluster whose nodes
     each hold their own files on disk splits the same way)."""
     if not workers:
@@ -437,10 +437,10 @@ def shares(paths, workers) -> dict[str, list[str]]:
 
 
 def read_everywhere(client, paths, *, fs: float = 250.0, on: str = "cpu") -> list:
-    """Read every recording on ``client``'s cluster, each worker its :func:`shares` (the reads are pinned
+    """Read every recording on ``client``'s cluster, each worker its :func:`recordings_per_worker` (the reads are pinned
     there); returns the futures of the recordings, in the order of ``paths``. A task that takes one of them
     runs where it lives."""
-    placed = shares(paths, client.scheduler_info()["workers"])
+    placed = recordings_per_worker(paths, client.scheduler_info()["workers"])
     futures = {}
     for worker, mine in placed.items():
         read = client.map(read_recording, mine, fs=fs, on=on, workers=[worker], pure=False)
@@ -507,7 +507,7 @@ def scaling_table(one: ScalingRun, more: ScalingRun):
     import pandas as pd
 
     from support.bench import format_ratio, format_seconds
-    from support.memory import describe_bytes
+    from support.units import describe_bytes
 
     rows = []
     for stage in STAGES:
@@ -568,23 +568,23 @@ def make_cluster(
 def cluster_diagram(workers: int = 2):
     """Chapter 7's cluster: the client hands tasks to the scheduler, which gives each recording to a free worker;
     each worker owns one GPU and its RMM pool; the ranking's shuffle moves rows between workers."""
-    from support.diagrams import _arrow, _box, _canvas
+    from support.figures import arrow, box, canvas
 
-    figure, axes = _canvas(26, 11, size=(11, 4.4))
-    _box(axes, 0.3, 8.4, 5.6, 2.0, "client\n(this notebook)", "#f3f3f3", size=9)
-    _box(axes, 8.6, 8.4, 6.0, 2.0, "scheduler\nwho does which task", "#f3f3f3", size=9)
-    _arrow(axes, (5.9, 9.4), (8.6, 9.4), "tasks", size=8)
+    figure, axes = canvas(26, 11, size=(11, 4.4))
+    box(axes, 0.3, 8.4, 5.6, 2.0, "client\n(this notebook)", "#f3f3f3", size=9)
+    box(axes, 8.6, 8.4, 6.0, 2.0, "scheduler\nwho does which task", "#f3f3f3", size=9)
+    arrow(axes, (5.9, 9.4), (8.6, 9.4), "tasks", size=8)
     width = 10.8
     for k in range(workers):
         x = 0.3 + k * (width + 3.6)
-        _box(axes, x, 0.4, width, 5.8, "", "#e8eef7")
+        box(axes, x, 0.4, width, 5.8, "", "#e8eef7")
         axes.text(x + 0.3, 5.7, f"worker {k}: one process, CUDA_VISIBLE_DEVICES={k},…", fontsize=8.5, va="top")
-        _box(axes, x + 0.4, 2.9, 4.6, 2.0, "beat_table\nrecording after\nrecording", "white", size=8)
-        _box(axes, x + 5.8, 2.9, 4.6, 2.0, f"GPU {k}\nits RMM pool:\ncuDF, CuPy, PyTorch", "#dfeedd", size=8)
-        _arrow(axes, (x + 5.0, 3.9), (x + 5.8, 3.9), color="#55a868", offset=(0, 0.15))
-        _box(axes, x + 0.4, 0.8, 10.0, 1.4, "its beat tables stay here (futures)", "white", size=8)
-        _arrow(axes, (11.6, 8.4), (x + width / 2, 6.2), color="#4c72b0")
-    _arrow(axes, (0.3 + width, 1.5), (0.3 + width + 3.6, 1.5), "shuffle", color="#c44e52", offset=(-0.4, 0.25))
+        box(axes, x + 0.4, 2.9, 4.6, 2.0, "beat_table\nrecording after\nrecording", "white", size=8)
+        box(axes, x + 5.8, 2.9, 4.6, 2.0, f"GPU {k}\nits RMM pool:\ncuDF, CuPy, PyTorch", "#dfeedd", size=8)
+        arrow(axes, (x + 5.0, 3.9), (x + 5.8, 3.9), color="#55a868", offset=(0, 0.15))
+        box(axes, x + 0.4, 0.8, 10.0, 1.4, "its beat tables stay here (futures)", "white", size=8)
+        arrow(axes, (11.6, 8.4), (x + width / 2, 6.2), color="#4c72b0")
+    arrow(axes, (0.3 + width, 1.5), (0.3 + width + 3.6, 1.5), "shuffle", color="#c44e52", offset=(-0.4, 0.25))
     note = "a recording goes to whichever worker\nis free; its samples never leave that GPU"
     axes.text(16.2, 9.1, note, fontsize=8.5)
     return figure

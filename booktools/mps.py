@@ -1,6 +1,6 @@
 """Run a command on a GPU shrunk to a smaller one: CUDA MPS with a per-client memory limit, always stopped after.
 
-    python -m support.gpu_share --limit 16G -- make test-gpu
+    python -m booktools.mps --limit 16G -- make test-gpu
 
 starts the MPS control daemon (``nvidia-cuda-mps-control -d``), sets the default pinned device-memory limit of
 every client on GPU 0 (``set_default_device_pinned_mem_limit 0 16G``), runs the command, and stops MPS
@@ -24,7 +24,7 @@ CONTROL = "nvidia-cuda-mps-control"
 LIMIT_PATTERN = re.compile(r"\d+(\.\d+)?[MG]")
 
 
-class GpuShareError(RuntimeError):
+class MpsError(RuntimeError):
     """MPS could not be started as asked: the message says why."""
 
 
@@ -36,10 +36,10 @@ def check_limit(limit: str) -> str:
     >>> check_limit("16GB")
     Traceback (most recent call last):
     ...
-    support.gpu_share.GpuShareError: a memory limit is a number and M or G, such as 16G or 8192M, not '16GB'
+    booktools.mps.MpsError: a memory limit is a number and M or G, such as 16G or 8192M, not '16GB'
     """
     if not LIMIT_PATTERN.fullmatch(limit):
-        raise GpuShareError(f"a memory limit is a number and M or G, such as 16G or 8192M, not {limit!r}")
+        raise MpsError(f"a memory limit is a number and M or G, such as 16G or 8192M, not {limit!r}")
     return limit
 
 
@@ -58,18 +58,18 @@ def run_with_limit(command: Sequence[str], limit: str, *, device: int = 0, contr
     """Start MPS with ``limit`` per client on ``device``, run ``command``, stop MPS; return the command's status."""
     check_limit(limit)
     if not command:
-        raise GpuShareError("give the command to run after --, e.g. -- make test-gpu")
+        raise MpsError("give the command to run after --, e.g. -- make test-gpu")
     found = shutil.which(control)
     if found is None:
-        raise GpuShareError(f"{control} is not on PATH: MPS comes with the NVIDIA driver on Linux")
+        raise MpsError(f"{control} is not on PATH: MPS comes with the NVIDIA driver on Linux")
     if mps_running(found):
-        raise GpuShareError(
+        raise MpsError(
             "an MPS control daemon already runs on this machine; stop it (echo quit | nvidia-cuda-mps-control) or run "
-            "the command without gpu_share"
+            "the command without mps"
         )
     started = _control(found)
     if started.returncode != 0:
-        raise GpuShareError(f"could not start MPS: {(started.stderr or started.stdout).strip()}")
+        raise MpsError(f"could not start MPS: {(started.stderr or started.stdout).strip()}")
 
     def stop_on_signal(signum, frame):
         raise KeyboardInterrupt(f"signal {signum}")
@@ -78,17 +78,17 @@ def run_with_limit(command: Sequence[str], limit: str, *, device: int = 0, contr
     try:
         limited = _control(found, f"set_default_device_pinned_mem_limit {device} {limit}")
         if limited.returncode != 0:
-            raise GpuShareError(f"MPS refused the limit {limit}: {(limited.stderr or limited.stdout).strip()}")
-        print(f"gpu_share: MPS on, each client limited to {limit} on GPU {device}: {' '.join(command)}", flush=True)
+            raise MpsError(f"MPS refused the limit {limit}: {(limited.stderr or limited.stdout).strip()}")
+        print(f"mps: MPS on, each client limited to {limit} on GPU {device}: {' '.join(command)}", flush=True)
         return subprocess.run(list(command)).returncode
     finally:
         _control(found, "quit")
         signal.signal(signal.SIGTERM, previous)
-        print("gpu_share: MPS stopped", flush=True)
+        print("mps: MPS stopped", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m support.gpu_share", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m booktools.mps", description=__doc__.split("\n")[0])
     parser.add_argument("--limit", required=True, help="device memory per client, e.g. 16G")
     parser.add_argument("--device", type=int, default=0)
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- then the command to run")
@@ -96,8 +96,8 @@ def main(argv: list[str] | None = None) -> int:
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     try:
         return run_with_limit(command, args.limit, device=args.device)
-    except GpuShareError as error:
-        print(f"gpu_share: {error}", file=sys.stderr)
+    except MpsError as error:
+        print(f"mps: {error}", file=sys.stderr)
         return 2
 
 

@@ -4,7 +4,7 @@ At every launch Numba reads ``__cuda_array_interface__`` of each array argument 
 array. When the interface names a stream (CuPy's does, ``"stream": 1``), Numba first synchronizes with that
 stream, so that the producer's pending writes are done before the kernel reads. The environment variable
 ``NUMBA_CUDA_ARRAY_INTERFACE_SYNC=0`` turns that off; Numba reads it once, at import, so each setting is
-measured in a fresh process (``python -m support.cai_sync [--no-sync]``, which prints one JSON line).
+measured in a fresh process (:mod:`support.fresh_process`).
 
 Turning it off is safe when the producer's work and the kernel are on the same stream, or when the program
 waits for the producer itself (``stream.synchronize()``) before launching.
@@ -12,21 +12,9 @@ waits for the producer itself (``stream.synchronize()``) before launching.
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
-import sys
-
 #: The array arguments measured, in the order of the table.
 ARGUMENT_KINDS = ("Numba device array", "CuPy array", "PyTorch tensor")
 SYNC_VARIABLE = "NUMBA_CUDA_ARRAY_INTERFACE_SYNC"
-
-
-def environment(*, sync: bool, base: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment of a fresh process with Numba's interface synchronization on (``sync``) or off."""
-    env = dict(os.environ if base is None else base)
-    env[SYNC_VARIABLE] = "1" if sync else "0"
-    return env
 
 
 def _check_counts(launches: int, repeat: int) -> None:
@@ -36,15 +24,15 @@ def _check_counts(launches: int, repeat: int) -> None:
 
 def launch_overhead(*, sync: bool, launches: int = 200, repeat: int = 7) -> dict[str, float]:
     """Seconds per launch of a tiny Numba kernel for each of :data:`ARGUMENT_KINDS`, in a fresh process."""
-    from support.memory.fresh_process import run_module
+    from support import fresh_process
 
     _check_counts(launches, repeat)
-    setting = [] if sync else ["--no-sync"]
-    return run_module(
-        "support.cai_sync",
-        [*setting, "--launches", str(launches), "--repeat", str(repeat)],
+    return fresh_process.call(
+        "support.interop.cai_sync:measure_here",
+        launches=launches,
+        repeat=repeat,
         what=f"the launch-overhead measurement ({SYNC_VARIABLE}={int(sync)})",
-        env=environment(sync=sync),
+        env={SYNC_VARIABLE: "1" if sync else "0"},
     )
 
 
@@ -82,19 +70,3 @@ def measure_here(launches: int = 200, repeat: int = 7) -> dict[str, float]:
         numba.cuda.synchronize()
         seconds[kind] = timing.median / launches
     return seconds
-
-
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--no-sync", action="store_true", help=f"expect {SYNC_VARIABLE}=0 in the environment")
-    parser.add_argument("--launches", type=int, default=200)
-    parser.add_argument("--repeat", type=int, default=7)
-    args = parser.parse_args(argv)
-    expected = "0" if args.no_sync else "1"
-    if os.environ.get(SYNC_VARIABLE, "1") != expected:
-        parser.error(f"{SYNC_VARIABLE} must be {expected} in this process's environment, before Numba is imported")
-    print(json.dumps(measure_here(args.launches, args.repeat)))
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,0 +1,18 @@
+"""The book's own tooling: what builds, executes, measures and checks the book. Chapters never import it.
+
+=============  ==========================================================================  ======================
+module         what                                                                        command
+=============  ==========================================================================  ======================
+``paths``      where the book's files are (the one place that finds the repository)
+``notebooks``  notebook housekeeping: ready to publish?, execute in place                   ``make execute``
+``runs``       measured runs (time, peak memory), the README's table, the needs file       ``python -m ...runs``
+``teaching``   the teachers' page's tables, from the runs
+``workshop``   the participant edition                                                     ``make workshop``
+``diagrams``   the explanatory pictures in ``chapters/diagrams/``                          ``make diagrams``
+``doctor``     can this machine run the book?                                              ``make doctor``
+``mps``  one GPU shared by several processes under CUDA MPS limits                   ``... mps``
+``resolve``    pip's resolver for the ``gpu`` extra, installing nothing                    ``make resolve-gpu``
+=============  ==========================================================================  ======================
+
+It may import :mod:`support` (the chapters' package); :mod:`support` never imports it.
+"""

@@ -1,0 +1,12 @@
+"""Chapter 3, zero-copy handoffs: moving arrays between cuDF, CuPy, Numba, PyTorch, JAX and NumPy.
+
+- :mod:`~support.interop.handoffs`: :func:`share` (the zero-copy route, or the obstacle and its fix),
+  :func:`same_memory`, the conversion table, the protocols each object speaks, stream recording;
+- :mod:`~support.interop.cai_sync`: what Numba's synchronisation on the CUDA Array Interface costs a launch,
+  measured in fresh processes.
+
+The names of :mod:`~support.interop.handoffs` are importable from here (``from support.interop import share``).
+"""
+
+from support.interop.handoffs import *  # noqa: F403
+from support.interop.handoffs import __all__  # noqa: F401
