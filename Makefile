@@ -7,7 +7,8 @@
 #   make book        build the HTML book into _build/html from the committed notebook outputs (no GPU needed)
 #   make test        unit tests, notebook checks, the book check, and nbval on every notebook this machine can run
 #   make test-gpu    the same in your GPU environment (PYTHON, default python3); fails instead of skipping GPU notebooks
-#   make execute     on a GPU host: execute notebooks in place (NOTEBOOKS=..., default all chapters)
+#   make execute     on a GPU host: execute notebooks in place, record time, memory and claims (NOTEBOOKS=..., LABEL=...)
+#   make compare     on your GPU: run the chapters' claims (COMPARE=chapters/...) and print them beside the book's
 #   make lint        ruff over support/, tests/ and the notebooks (notebook code within 88 columns)
 #   make workshop    the participant edition in _build/workshop/: chapters without solutions or outputs, a README
 #   make diagrams    redraw the explanatory diagrams into chapters/diagrams/ (support/diagrams.py)
@@ -39,7 +40,7 @@ NOTEBOOKS ?= $(sort $(wildcard chapters/*.ipynb))
 PYTEST_ARGS ?=
 PIP := $(VENV)/bin/python -m pip install --quiet --disable-pip-version-check
 
-.PHONY: help book test test-gpu test-gpu-16gb execute lint clean doctor gpu-env resolve-gpu diagrams workshop
+.PHONY: help book test test-gpu test-gpu-16gb execute compare lint clean doctor gpu-env resolve-gpu diagrams workshop
 
 help:
 	@sed -n 's/^#   //p' Makefile
@@ -85,7 +86,10 @@ resolve-gpu:
 	$(or $(strip $(PYTHON)),python3) -m booktools.resolve
 
 execute:
-	$(or $(strip $(PYTHON)),python3) -m booktools.notebooks execute $(NOTEBOOKS)
+	$(or $(strip $(PYTHON)),python3) -m booktools.runs measure --mode execute $(if $(LABEL),--label "$(LABEL)") $(NOTEBOOKS)
+
+compare:
+	$(or $(strip $(PYTHON)),python3) -m booktools.evidence compare $(if $(REFERENCE),--reference "$(REFERENCE)") $(COMPARE)
 
 # Notebook code is held to 88 columns, the width the book's page shows without clipping.
 lint: $(TEST_DEPS)

@@ -11,17 +11,22 @@
   imports Numba, so the CUDA kernels of support/ecg are tested on the CPU; on a GPU host they run on the GPU.
 - The ``skip_or_fail`` fixture skips a test whose tool is missing here, but fails it in CI (``CI`` set),
   where .ci/run installs every tool.
+- Under ``--require-gpu`` each notebook's kernel logs the claims it checks (``support.claims``), and the session
+  records them in ``runs/claims.json`` as the run labelled ``$BOOK_RUN_LABEL`` (default: the GPU's name and
+  "make test-gpu"), unless ``booktools.runs`` started this session and collects them itself.
 """
 
 from __future__ import annotations
 
 import functools
 import os
+import tempfile
+from pathlib import Path
 
 import pytest
 
 from booktools import notebooks
-from support import env
+from support import claims, env
 
 NEEDS_GPU = "needs a CUDA GPU"
 
@@ -55,6 +60,32 @@ def pytest_sessionstart(session):
     reason = gpu_skip_reason()
     if session.config.getoption("--require-gpu") and reason:
         pytest.exit(f"--require-gpu (make test-gpu): GPU notebooks cannot run: {reason}", returncode=1)
+    if session.config.getoption("--require-gpu") and not os.environ.get(claims.LOG_VARIABLE):
+        session.config._claims_folder = tempfile.mkdtemp(prefix="claims-")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    """Before a notebook's kernel starts (with its first cell), point its claims log at a file of its own."""
+    folder = getattr(item.config, "_claims_folder", None)
+    if folder and _is_notebook_node(item):
+        os.environ[claims.LOG_VARIABLE] = os.path.join(folder, f"{item.parent.path.stem}.jsonl")
+
+
+def pytest_sessionfinish(session):
+    folder = getattr(session.config, "_claims_folder", None)
+    if not folder:
+        return
+    os.environ.pop(claims.LOG_VARIABLE, None)
+    from booktools import evidence
+
+    found = {path.stem: evidence.read_log(path) for path in sorted(Path(folder).glob("*.jsonl"))}
+    found = {name: logged for name, logged in found.items() if logged}
+    if found:
+        label = os.environ.get("BOOK_RUN_LABEL") or f"{env.probe_gpus().gpus[0].name} (make test-gpu)"
+        run = evidence.this_machine(label, "nbval")
+        run.chapters = found
+        evidence.record(run)
 
 
 def _is_notebook_node(node) -> bool:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -158,21 +159,35 @@ def measure(
     limit_bytes: int | None = None,
     read=gpu_memory_used,
     log=print,
+    claims: dict[str, list[dict]] | None = None,
 ) -> RunGroup:
-    """Run ``notebooks`` under the current GPU setup and return what was measured (see the module docstring)."""
+    """Run ``notebooks`` under the current GPU setup and return what was measured (see the module docstring).
+
+    One at a time, each notebook runs with :data:`support.claims.LOG_VARIABLE` set; the claims it checked are put
+    in ``claims`` (by notebook name) when a dict is given.
+    """
+    import tempfile
+
+    from booktools.evidence import read_log
+    from support.claims import LOG_VARIABLE
+
     commands = [command_for(mode, notebook) for notebook in notebooks]
     chapters: list[ChapterRun] = []
     started = time.perf_counter()
-    with MemorySampler(read) as group_memory:
+    with MemorySampler(read) as group_memory, tempfile.TemporaryDirectory(prefix="claims-") as scratch:
         if parallel:
             chapters = _run_together(notebooks, commands, log)
         else:
             for notebook, command in zip(notebooks, commands, strict=True):
                 begun = time.perf_counter()
+                claims_log = Path(scratch) / f"{chapter_name(notebook)}.jsonl"
+                environment = {**os.environ, LOG_VARIABLE: str(claims_log)}
                 with MemorySampler(read) as memory:
                     done = subprocess.run(
-                        command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+                        command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=environment
                     )
+                if claims is not None:
+                    claims[chapter_name(notebook)] = read_log(claims_log)
                 run = ChapterRun(
                     notebook,
                     time.perf_counter() - begun,
@@ -326,7 +341,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m booktools.runs", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="action", required=True)
     run = sub.add_parser("measure", help="run notebooks and record time and peak GPU memory")
-    run.add_argument("--label", required=True, help='the GPU setup, e.g. "H100 80GB" or "16 GB MPS limit"')
+    run.add_argument("--label", help='the GPU setup, e.g. "H100 80GB" or "16 GB MPS limit" (default: the GPU\'s name)')
     run.add_argument("--mode", choices=("execute", "nbval"), default="nbval")
     run.add_argument("--parallel", action="store_true", help="start all notebooks at once")
     run.add_argument("--memory-limit", help="the per-process limit the runs are under (e.g. 16G for an MPS limit)")
@@ -346,11 +361,18 @@ def main(argv: list[str] | None = None) -> int:
 
         number = float(check_limit(args.memory_limit)[:-1])
         limit = int(number * (GIB if args.memory_limit.endswith("G") else MIB))
-    group = measure(args.notebooks, args.label, args.mode, parallel=args.parallel, limit_bytes=limit)
+    from booktools import evidence
+
+    label = args.label or evidence.this_machine("", args.mode).gpu.removeprefix("NVIDIA ")
+    claims: dict[str, list[dict]] = {}
+    group = measure(args.notebooks, label, args.mode, parallel=args.parallel, limit_bytes=limit, claims=claims)
     record(group)
+    if not args.parallel:
+        run = evidence.this_machine(label, args.mode, limit)
+        run.chapters = {name: found for name, found in claims.items() if found}
+        evidence.record(run)
     print(
-        f"{args.label}: {sum(c.passed for c in group.chapters)}/{len(group.chapters)} passed in "
-        f"{group.wall_seconds:.0f} s"
+        f"{label}: {sum(c.passed for c in group.chapters)}/{len(group.chapters)} passed in {group.wall_seconds:.0f} s"
     )
     return 0 if all(c.passed for c in group.chapters) else 1
 

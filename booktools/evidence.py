@@ -1,0 +1,283 @@
+"""The book's claims as data: every run's claims on record, the page that lists them, and ``make compare``.
+
+Each chapter states its headline claims through :mod:`support.claims`, which appends every claim it checks to the
+file named by ``GPU_INTEROP_CLAIMS_LOG``. ``booktools.runs measure`` (``make execute``, and the runs under a
+memory limit) and ``make test-gpu`` set that variable, then :func:`record` keeps the claims in
+``runs/claims.json`` with the machine they ran on: GPU, driver, library versions, memory limit, date. One run of a
+setup (its label and mode) replaces the same chapters of that setup's earlier run.
+
+``python -m booktools.evidence page`` writes :data:`PAGE`, the book's page *Claims and evidence*: every claim by
+chapter, its value on each recorded run, its control, its bar, its verdict (a test keeps the page equal to what
+the records give). ``python -m booktools.evidence compare`` (``make compare``) executes chapters on the reader's
+GPU, in a scratch copy, and prints each claim's figure beside the book's, with the ratio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from booktools.paths import CHAPTERS, RUNS
+from support.claims import LOG_VARIABLE, describe
+
+CLAIMS_FILE = RUNS / "claims.json"
+PAGE = CHAPTERS / "91_claims_and_evidence.md"
+
+
+@dataclass
+class ClaimRun:
+    """The claims one setup's run checked, chapter by chapter, and the machine it ran on."""
+
+    label: str  # the setup, as the runs of the README table name it: "H100 80GB", "16 GB (MPS limit)"
+    mode: str  # execute or nbval
+    gpu: str
+    driver: str
+    versions: dict[str, str | None]
+    limit_bytes: int | None  # the per-process memory limit (an MPS limit), None for the whole GPU
+    date: str
+    chapters: dict[str, list[dict]] = field(default_factory=dict)  # notebook name -> its claims, in order
+
+
+def this_machine(label: str, mode: str, limit_bytes: int | None = None, *, today: str | None = None) -> ClaimRun:
+    """An empty :class:`ClaimRun` for ``label`` and ``mode`` on this machine (GPU 0, driver, versions, date)."""
+    from support import env
+
+    probe = env.probe_gpus()
+    gpu = probe.gpus[0].name if probe.available else f"no GPU ({probe.problem})"
+    return ClaimRun(
+        label,
+        mode,
+        gpu,
+        probe.driver_version or "unknown",
+        env.stack_versions(),
+        limit_bytes,
+        today or datetime.date.today().isoformat(),
+    )
+
+
+def read_log(path: Path | str) -> list[dict]:
+    """The claims a run appended to ``path`` (one JSON object per line); [] when it wrote none."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def load(path: Path = CLAIMS_FILE) -> list[ClaimRun]:
+    if not path.exists():
+        return []
+    return [ClaimRun(**run) for run in json.loads(path.read_text())["runs"]]
+
+
+def save(runs: Sequence[ClaimRun], path: Path = CLAIMS_FILE) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"runs": [asdict(run) for run in runs]}, indent=1, ensure_ascii=False) + "\n")
+
+
+def record(run: ClaimRun, path: Path = CLAIMS_FILE) -> None:
+    """Keep ``run`` in the claims file: its chapters replace the same chapters of the earlier run of its setup
+    (label and mode), whose machine facts it takes over; a new setup is added at the end."""
+    runs = load(path)
+    for index, earlier in enumerate(runs):
+        if (earlier.label, earlier.mode) == (run.label, run.mode):
+            chapters = {**earlier.chapters, **run.chapters}
+            runs[index] = ClaimRun(**{**asdict(run), "chapters": dict(sorted(chapters.items()))})
+            break
+    else:
+        runs.append(run)
+    save(runs, path)
+
+
+def chapter_title(notebook: str, folder: Path = CHAPTERS) -> str:
+    """The first heading of a chapter's notebook (its name when it has none)."""
+    from booktools.notebooks import read_notebook
+
+    path = folder / f"{notebook}.ipynb"
+    if path.exists():
+        for cell in read_notebook(path).cells:
+            if cell.cell_type == "markdown":
+                for line in cell.source.splitlines():
+                    if line.startswith("# "):
+                        return line[2:].strip()
+    return notebook
+
+
+def shown(claim: dict | None) -> str:
+    """A claim's measured value as the page shows it, with its verdict."""
+    if claim is None:
+        return ""
+    value = describe(claim["value"], claim["unit"])
+    if claim["kind"] == "beats":
+        value = f"{value} ({describe(claim['factor'], '×')})"
+    return f"{value} {'✓' if claim['holds'] else '✗'}"
+
+
+def control_text(claim: dict) -> str:
+    if not claim.get("control_is"):
+        return ""
+    if claim["kind"] in ("same_memory", "holds"):
+        return f"{claim['control_is']}: {describe(claim['control'], '')}"
+    if claim["kind"] == "refused":
+        return f"{claim['control_is']}: {claim['control']}"
+    return f"{claim['control_is']}: {describe(claim['control'], claim['unit'])}"
+
+
+def page(runs: Sequence[ClaimRun], folder: Path = CHAPTERS) -> str:
+    """The page *Claims and evidence* as MyST Markdown: the recorded runs, then one table per chapter."""
+    import pandas as pd
+
+    lines = [
+        "# Claims and evidence",
+        "",
+        "Every headline claim of the book, with the measurement that supports it, the control it was checked",
+        "against, the bar it had to clear and its verdict (✓ holds, ✗ does not), on each recorded run. A chapter",
+        "states each claim through `support.claims`, which asserts it, so a claim that fails stops its chapter.",
+        "This page is written by `python -m booktools.evidence page` from `runs/claims.json`; a test keeps it",
+        "equal to the records. To see whether your GPU behaves like the book's, run `make compare` on it.",
+        "",
+        "## The recorded runs",
+        "",
+    ]
+    machines = pd.DataFrame(
+        [
+            {
+                "run": f"{run.label} ({run.mode})",
+                "GPU": run.gpu,
+                "driver": run.driver,
+                "memory limit": describe(run.limit_bytes, "B") if run.limit_bytes else "none",
+                "date": run.date,
+            }
+            for run in runs
+        ]
+    )
+    lines += [machines.to_markdown(index=False) if runs else "No run has been recorded yet.", ""]
+    notebooks = sorted({name for run in runs for name in run.chapters})
+    for notebook in notebooks:
+        lines += [f"## {chapter_title(notebook, folder)}", "", f"`{notebook}`", ""]
+        names = []
+        for run in runs:
+            for claim in run.chapters.get(notebook, []):
+                if claim["name"] not in names:
+                    names.append(claim["name"])
+        rows = []
+        for name in names:
+            found = {f"{run.label}": _find(run, notebook, name) for run in runs}
+            first = next(c for c in found.values() if c is not None)
+            rows.append(
+                {"claim": f"`{name}`", "what it says": first["says"]}
+                | {label: shown(claim) for label, claim in found.items()}
+                | {"control": control_text(first), "bar": first["bar"]}
+            )
+        lines += [pd.DataFrame(rows).to_markdown(index=False), ""]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _find(run: ClaimRun, notebook: str, name: str) -> dict | None:
+    return next((claim for claim in run.chapters.get(notebook, []) if claim["name"] == name), None)
+
+
+def write_page(runs: Sequence[ClaimRun] | None = None, path: Path = PAGE) -> Path:
+    path.write_text(page(load() if runs is None else runs), encoding="utf-8")
+    return path
+
+
+def comparison_rows(book: ClaimRun, mine: dict[str, list[dict]]) -> list[dict]:
+    """Each claim run here beside the book's figure for it: both values, ``here / book`` for numbers (for a claim
+    against a control, of the factor over the control), and whether it holds here."""
+    rows = []
+    for notebook, claims in mine.items():
+        for claim in claims:
+            theirs = _find(book, notebook, claim["name"])
+            number = "factor" if claim["kind"] == "beats" else "value"
+            ratio = None
+            if theirs is not None and all(isinstance(c[number], int | float) for c in (claim, theirs)):
+                if not isinstance(claim[number], bool) and theirs[number]:
+                    ratio = claim[number] / theirs[number]
+            rows.append(
+                {
+                    "claim": claim["name"],
+                    "book": shown(theirs) or "not in the book's run",
+                    "here": shown(claim),
+                    "here / book": "" if ratio is None else f"{ratio:.2f}",
+                    "holds here": "yes" if claim["holds"] else "NO",
+                }
+            )
+    return rows
+
+
+def execute_for_claims(notebooks: Sequence[Path], log) -> dict[str, list[dict]]:
+    """Execute copies of ``notebooks`` (in a scratch copy of their folder, so the committed ones stay as they are)
+    with claims logged; return each notebook's claims. A chapter that stops is reported with the claims it got to.
+    """
+    from booktools.notebooks import execute_notebook
+
+    found = {}
+    with tempfile.TemporaryDirectory(prefix="book-compare-") as scratch:
+        copy = Path(scratch) / "chapters"
+        shutil.copytree(CHAPTERS, copy)
+        for notebook in notebooks:
+            claims_log = Path(scratch) / f"{Path(notebook).stem}.jsonl"
+            os.environ[LOG_VARIABLE] = str(claims_log)
+            log(f"executing {Path(notebook).name} ...")
+            try:
+                execute_notebook(copy / Path(notebook).name)
+            except Exception as error:  # noqa: BLE001 - a stopped chapter is a finding here
+                log(f"  it stopped: {str(error).strip().splitlines()[-1][:200]}")
+            finally:
+                os.environ.pop(LOG_VARIABLE, None)
+            found[Path(notebook).stem] = read_log(claims_log)
+    return found
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m booktools.evidence", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="action", required=True)
+    sub.add_parser("page", help=f"write {PAGE.relative_to(CHAPTERS.parent)} from runs/claims.json")
+    compare = sub.add_parser("compare", help="execute chapters here and print their claims beside the book's")
+    compare.add_argument("notebooks", nargs="*", type=Path, help="default: every chapter that needs one GPU")
+    compare.add_argument("--reference", help="the recorded run to compare with (default: the first one)")
+    args = parser.parse_args(argv)
+    if args.action == "page":
+        print(write_page())
+        return 0
+    import pandas as pd
+
+    from booktools import notebooks as nb
+
+    runs = load()
+    if not runs:
+        print("no recorded run to compare with: runs/claims.json is empty")
+        return 1
+    labels = [run.label for run in runs]
+    if args.reference and args.reference not in labels:
+        print(f"no recorded run is labelled {args.reference!r}; choose one of: {', '.join(labels)}")
+        return 2
+    book = next(run for run in runs if run.label == (args.reference or labels[0]))
+    chosen = args.notebooks or [p for p in nb.chapter_notebooks() if nb.gpus_needed(nb.read_notebook(p)) == 1]
+    missing = [str(p) for p in chosen if not Path(p).exists()]
+    if missing:
+        print(f"no such notebook: {', '.join(missing)}")
+        return 2
+    mine = execute_for_claims(chosen, print)
+    here = this_machine("here", "execute")
+    print(f"\nthe book: {book.label} ({book.gpu}, driver {book.driver}, {book.date})")
+    print(f"here:     {here.gpu}, driver {here.driver}, {here.date}\n")
+    rows = comparison_rows(book, mine)
+    with pd.option_context("display.max_colwidth", 60, "display.width", 200):
+        print(pd.DataFrame(rows).to_string(index=False) if rows else "no claim ran")
+    failed = [row["claim"] for row in rows if row["holds here"] == "NO"]
+    expected = sum(len(book.chapters.get(Path(p).stem, [])) for p in chosen)
+    print(f"\n{len(rows)} claims ran here ({expected} in the book's run of these chapters); {len(failed)} do not hold")
+    return 1 if failed or len(rows) < expected else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,154 @@
+"""support.claims and booktools.evidence on the CPU: each kind of claim holds or stops the chapter, prints one line
+the page can show, and is recorded; the records make the page and the comparison; the committed page is the one
+the committed records give, and every recorded claim shows in its notebook's outputs."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import numpy as np
+import pytest
+
+from booktools import evidence, notebooks
+from support import claims
+
+
+@pytest.fixture
+def logged(tmp_path, monkeypatch):
+    path = tmp_path / "claims.jsonl"
+    monkeypatch.setenv(claims.LOG_VARIABLE, str(path))
+    return path
+
+
+def test_a_claim_against_its_control_holds_by_the_factor_it_asks_and_is_logged(logged, capsys):
+    fast = claims.beats("t.fast", 0.01, 0.5, unit="s", higher_is_better=False, by=20, says="s", control_is="CPU")
+    assert fast.holds and fast.factor == pytest.approx(50)
+    better = claims.beats("t.auroc", 0.95, 0.80, says="the model beats the baseline", control_is="the baseline")
+    assert better.holds and better.bar == "more than the control"
+    with pytest.raises(claims.ClaimError, match=r"t.slow does not hold: .*2.0× better, needs 20×"):
+        claims.beats("t.slow", 0.25, 0.5, unit="s", higher_is_better=False, by=20, says="s", control_is="CPU")
+    with pytest.raises(AssertionError):  # a chapter stops on it as on an assert
+        claims.beats("t.worse", 0.7, 0.8, says="s", control_is="the baseline")
+    printed = capsys.readouterr().out.splitlines()
+    assert [line[0] for line in printed] == ["✓", "✓", "✗", "✗"]
+    recorded = evidence.read_log(logged)
+    assert [(c["name"], c["holds"]) for c in recorded] == [
+        ("t.fast", True),
+        ("t.auroc", True),
+        ("t.slow", False),
+        ("t.worse", False),
+    ]
+
+
+def test_bars_in_both_directions_and_measurements_that_failed():
+    assert claims.at_least("t.recall", 0.93, 0.9, says="s", unit="", control=0.5, control_is="chance").holds
+    assert claims.at_most("t.bytes", 20, 1024, says="s", unit="B").holds
+    with pytest.raises(claims.ClaimError):
+        claims.at_most("t.bytes", 2048, 1024, says="s", unit="B")
+    with pytest.raises(ValueError, match="NaN"):
+        claims.at_least("t.nan", float("nan"), 0.9, says="s")
+    with pytest.raises(ValueError, match="positive"):
+        claims.beats("t.zero", 0.0, 1.0, says="s", control_is="c")
+
+
+def test_zero_copy_needs_the_same_pointer_and_a_copy_told_apart():
+    source = np.arange(8.0)
+    assert claims.same_memory("t.view", source[:], source, says="s", copy=source.copy()).holds
+    with pytest.raises(claims.ClaimError):
+        claims.same_memory("t.copied", source.copy(), source, says="s", copy=source.copy())
+    with pytest.raises(claims.ClaimError):  # a "copy" that shares memory is no control: the check proves nothing
+        claims.same_memory("t.no_control", source[:], source, says="s", copy=source[:])
+
+
+def test_a_refusal_is_the_error_said_and_its_fix_works():
+    def refuse():
+        raise ValueError("no")
+
+    claim = claims.refused("t.refused", refuse, ValueError, says="s", fix=lambda: 1, fix_is="copy=True")
+    assert claim.holds and claim.value == "ValueError" and claim.control == "works"
+    for attempt, fix in ((lambda: 1, None), (refuse, refuse)):  # no refusal; a fix that fails too
+        with pytest.raises(claims.ClaimError):
+            claims.refused("t.not", attempt, ValueError, says="s", fix=fix)
+    with pytest.raises(claims.ClaimError, match="KeyError"):
+        claims.refused("t.other", lambda: {}["x"], ValueError, says="s")
+
+
+def test_an_observation_holds_only_when_its_control_does_not():
+    assert claims.holds("t.seen", True, says="s", control=False, control_is="the same check on a copy").holds
+    with pytest.raises(claims.ClaimError):
+        claims.holds("t.trivial", True, says="s", control=True, control_is="the check on a case that must fail")
+
+
+def test_a_printed_claim_fits_the_page(capsys):
+    claims.at_least("t.long", 0.93, 0.9, says="s", control=0.5, control_is="a very long description " * 6)
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) > 1 and max(len(line) for line in lines) <= claims.WIDTH
+    assert all(line.startswith("  ") for line in lines[1:])
+
+
+def made_up_run(label, mode, chapters, limit=None):
+    return evidence.ClaimRun(
+        label, mode, "NVIDIA H100 80GB HBM3", "580.1", {"cupy": "14"}, limit, "2026-11-24", chapters
+    )
+
+
+def claim(name, value, holds=True, kind="at_least", **extra):
+    return {
+        "name": name,
+        "kind": kind,
+        "says": f"{name} says",
+        "value": value,
+        "unit": "",
+        "control": 0.5,
+        "control_is": "chance",
+        "bar": "at least 0.9",
+        "holds": holds,
+        "factor": None,
+    } | extra
+
+
+def test_a_later_run_of_a_setup_replaces_its_chapters_and_keeps_the_others(tmp_path):
+    path = tmp_path / "claims.json"
+    evidence.record(made_up_run("H100", "execute", {"01_a": [claim("a.x", 0.91)]}), path)
+    evidence.record(made_up_run("H100", "execute", {"02_b": [claim("b.y", 0.95)]}), path)
+    evidence.record(made_up_run("H100", "execute", {"01_a": [claim("a.x", 0.97)]}), path)
+    evidence.record(made_up_run("16 GB", "nbval", {"01_a": [claim("a.x", 0.92)]}, 16 * 2**30), path)
+    runs = evidence.load(path)
+    assert [(r.label, sorted(r.chapters)) for r in runs] == [("H100", ["01_a", "02_b"]), ("16 GB", ["01_a"])]
+    assert runs[0].chapters["01_a"][0]["value"] == 0.97
+
+
+def test_the_page_shows_every_claim_on_every_run_beside_its_control(tmp_path):
+    runs = [
+        made_up_run("H100", "execute", {"01_a": [claim("a.x", 0.91), claim("a.y", 29.0, kind="beats", factor=29.0)]}),
+        made_up_run("16 GB", "nbval", {"01_a": [claim("a.x", 0.88, holds=False)]}, 16 * 2**30),
+    ]
+    text = re.sub(r" +", " ", evidence.page(runs, folder=tmp_path))  # the columns' padding aside
+    assert "| `a.x` | a.x says | 0.91 ✓ | 0.88 ✗ | chance: 0.5 | at least 0.9 |" in text
+    assert "| `a.y` " in text and "29 (29×) ✓" in text
+    assert "16.00 GiB" in text and "## 01_a" in text
+
+
+def test_the_comparison_sets_each_claim_beside_the_books_with_the_ratio():
+    book = made_up_run("H100", "execute", {"01_a": [claim("a.x", 0.9), claim("a.y", 2.0, kind="beats", factor=20.0)]})
+    mine = {"01_a": [claim("a.x", 0.45, holds=False), claim("a.y", 1.0, kind="beats", factor=10.0), claim("a.z", 1)]}
+    rows = {row["claim"]: row for row in evidence.comparison_rows(book, mine)}
+    assert rows["a.x"]["here / book"] == "0.50" and rows["a.x"]["holds here"] == "NO"
+    assert rows["a.y"]["here / book"] == "0.50"  # the factor over the control, not the raw value
+    assert rows["a.z"]["book"] == "not in the book's run"
+
+
+def test_the_committed_page_is_the_one_the_committed_records_give():
+    assert evidence.PAGE.read_text(encoding="utf-8") == evidence.page(evidence.load()), (
+        "run `python -m booktools.evidence page`"
+    )
+
+
+def test_every_recorded_claim_shows_in_its_notebooks_committed_outputs():
+    for run in evidence.load():
+        for name, recorded in run.chapters.items():
+            notebook = notebooks.read_notebook(notebooks.ROOT / "chapters" / f"{name}.ipynb")
+            text = json.dumps([cell.get("outputs", []) for cell in notebook.cells], ensure_ascii=False)
+            missing = [c["name"] for c in recorded if f" {c['name']}: " not in text]
+            assert missing == [], f"{name} ({run.label}): claims recorded but not in its outputs: {missing}"
