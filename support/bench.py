@@ -19,7 +19,6 @@ True
 
 from __future__ import annotations
 
-import html
 import statistics
 import time
 from collections.abc import Callable
@@ -336,24 +335,19 @@ class Comparison:
             for t in self.timings
         ]
 
+    def frame(self):
+        """The rows as a pandas DataFrame."""
+        import pandas as pd
+
+        return pd.DataFrame(self.rows())
+
     def __str__(self) -> str:
-        rows = self.rows()
-        headers = list(rows[0])
-        cells = [[str(row[h]) for h in headers] for row in rows]
-        widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(headers)]
-        lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True))]
-        lines += ["  ".join(c.ljust(w) for c, w in zip(cell, widths, strict=True)) for cell in cells]
-        return "\n".join(line.rstrip() for line in lines)
+        return self.frame().to_string(index=False)
 
     __repr__ = __str__
 
     def _repr_html_(self) -> str:
-        rows = self.rows()
-        head = "".join(f"<th>{html.escape(h)}</th>" for h in rows[0])
-        body = "".join(
-            "<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in row.values()) + "</tr>" for row in rows
-        )
-        return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+        return self.frame().to_html(index=False)
 
 
 def compare(*timings: Timing, baseline: str | None = None) -> Comparison:

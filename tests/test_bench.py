@@ -128,7 +128,7 @@ def test_compare_reports_ratios_to_the_baseline():
 
 def test_compare_html_is_escaped():
     html = compare(Timing("a<b", (1.0,), "wall"))._repr_html_()
-    assert "a&lt;b" in html and "<table>" in html
+    assert "a&lt;b" in html and "<table" in html
 
 
 @pytest.mark.parametrize(

@@ -51,3 +51,31 @@ def test_chapter_starts_with_a_title_and_the_environment_banner(path):
     if notebooks.needs_gpu(notebook):
         first_code = notebooks.code_cells(notebook)[0].source
         assert "banner()" in first_code, "the first code cell prints support.env.banner()"
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.name)
+def test_what_a_chapter_imports_from_the_books_packages_exists(path):
+    """Every ``from support... import name`` of a chapter names a module or attribute that is there (checked on the
+    CPU: the modules import their GPU libraries lazily); only the teachers' page uses the book's tooling."""
+    import ast
+    import importlib
+
+    notebook = notebooks.read_notebook(path)
+    missing = []
+    for cell in notebooks.code_cells(notebook):
+        for node in ast.walk(ast.parse(notebooks._python_source(cell.source))):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] in PACKAGES:
+                if node.module.startswith("booktools") and notebooks.needs_gpu(notebook):
+                    missing.append(f"{node.module} (chapters never import the book's tooling)")
+                    continue
+                module = importlib.import_module(node.module)
+                for alias in node.names:
+                    if not hasattr(module, alias.name):
+                        try:
+                            importlib.import_module(f"{node.module}.{alias.name}")
+                        except ModuleNotFoundError:
+                            missing.append(f"{node.module}.{alias.name}")
+    assert missing == [], f"{path.name} imports what is not there: {missing}"
+
+
+PACKAGES = ("support", "booktools")
