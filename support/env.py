@@ -41,6 +41,7 @@ __all__ = [
     "banner",
     "card_memory",
     "banner_text",
+    "cpu_description",
     "missing_modules",
     "probe_gpus",
     "memory_this_process_sees",
@@ -378,6 +379,19 @@ def cuda_runtime_version() -> str | None:
         return _format_cuda_version(cupy.cuda.runtime.runtimeGetVersion())
     except Exception:  # noqa: BLE001 - a broken CUDA install: the banner shows no runtime instead of failing
         return None
+
+
+def cpu_description() -> str:
+    """The CPU the CPU-side figures ran on: its model and the cores this process may use, e.g.
+    ``"AMD EPYC 9454 48-Core Processor: 16 cores for this process (of 96)"``."""
+    model = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as info:
+            model = next((line.split(":", 1)[1].strip() for line in info if line.startswith("model name")), model)
+    except OSError:
+        pass
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return f"{model}: {usable} cores for this process (of {os.cpu_count()})"
 
 
 def banner_text(

@@ -1,5 +1,6 @@
 """support.env: GPU detection through a stand-in driver, the banner, clear errors without a GPU."""
 
+import os
 import re
 import sys
 
@@ -191,3 +192,8 @@ def test_card_memory_and_the_driver_release_come_from_nvml_or_are_none(monkeypat
     assert env.card_memory() is None and env._nvidia_driver_release() is None
     monkeypatch.setitem(sys.modules, "pynvml", None)  # not installed
     assert env.card_memory() is None
+
+
+def test_the_cpu_is_named_with_the_cores_this_process_may_use():
+    described = env.cpu_description()
+    assert f"(of {os.cpu_count()})" in described and "cores for this process" in described
