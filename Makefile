@@ -13,8 +13,8 @@
 #   make workshop    the participant edition in _build/workshop/: chapters without solutions or outputs, a README
 #   make diagrams    redraw the explanatory diagrams into chapters/diagrams/ (support/diagrams.py)
 #   make doctor      on a GPU server: can this machine run the book? one line per check, exit 1 on a blocker
-#   make gpu-env     on a GPU server: create .venv-gpu with the pip `gpu` extra (Linux x86_64, CUDA 13 driver)
-#   make resolve-gpu from any machine: pip's resolver for the `gpu` extra (CPython 3.12, manylinux), installs nothing
+#   make gpu-env     on a GPU server: create .venv-gpu, upgrade its pip, install the `gpu` and `test` extras
+#   make resolve-gpu from any machine: uv's resolver for the `gpu` extra (CPython 3.12, manylinux_2_28), installs nothing
 #   make test-gpu-16gb  make test-gpu on a GPU shrunk to 16 GB per process with CUDA MPS (a GPU of your own)
 
 SHELL := bash
@@ -38,7 +38,19 @@ export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
 export PYTHONHASHSEED := 0
 NOTEBOOKS ?= $(sort $(wildcard chapters/*.ipynb))
 PYTEST_ARGS ?=
-PIP := $(VENV)/bin/python -m pip install --quiet --disable-pip-version-check
+# Not --quiet: when an install fails, pip's explanation (a conflict's cause) is printed at its normal level.
+PIP := $(VENV)/bin/python -m pip install --disable-pip-version-check
+# PyTorch's index of CPU-only builds. PyPI's torch for Linux x86_64 is the CUDA build, which brings about twenty
+# nvidia-* wheels (several GB): `make test` takes torch alone from this index, or from a local wheel directory
+# pip is configured with (--find-links), and everything else from the package index. TORCH_CPU_INDEX=URL names
+# a mirror of it; TORCH_CPU_INDEX= (empty) takes PyPI's build.
+TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
+# The torch requirement of the cpu extra, read from pyproject.toml.
+TORCH_PIN := import re, tomllib; extra = tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["cpu"]; print(next(r for r in extra if re.split(r"[<>=!~;\[ ]", r, maxsplit=1)[0] == "torch"))
+# Exit status 0 when the environment holds the book's GPU stack (the gpu extra or environment.yml): `make test`
+# then installs the test extra alone, so that the CPU builds of the cpu extra never replace the CUDA ones.
+HAS_GPU_STACK := import sys, importlib.metadata as m; sys.exit(0 if {(d.metadata["Name"] or "").lower() for d in m.distributions()} & set(sys.argv[1:]) else 1)
+GPU_MARKERS := cudf-cu13 rmm-cu13 cupy-cuda13x cudf rmm cupy
 
 .PHONY: help book test test-gpu test-gpu-16gb execute compare lint clean doctor gpu-env resolve-gpu diagrams workshop
 
@@ -54,7 +66,21 @@ $(VENV)/.installed-book: pyproject.toml | $(VENV)/bin/python
 	touch $@
 
 $(VENV)/.installed-test: pyproject.toml | $(VENV)/bin/python
-	$(PIP) -e '.[test,cpu]'
+	@if $(VENV)/bin/python -c '$(HAS_GPU_STACK)' $(GPU_MARKERS); then \
+	  echo "$(VENV) holds the GPU stack: installing the test extra alone, not the cpu extra's CPU builds"; \
+	  $(PIP) -e '.[test]'; \
+	else \
+	  if [ -n "$(TORCH_CPU_INDEX)" ]; then \
+	    torch="$$($(VENV)/bin/python -c '$(TORCH_PIN)')"; \
+	    echo "$$torch, the CPU build: from $(TORCH_CPU_INDEX) or a local wheel (pip warns if the index is unreachable)"; \
+	    $(PIP) --upgrade --no-deps --retries 2 --index-url $(TORCH_CPU_INDEX) "$$torch" || { \
+	      echo "The CPU build of $$torch is neither on $(TORCH_CPU_INDEX) nor in a local wheel directory (pip said" \
+	           "why above). Name a mirror of PyTorch's CPU index with TORCH_CPU_INDEX=URL, or take PyPI's build with" \
+	           "TORCH_CPU_INDEX= (on Linux x86_64 the CUDA build: about twenty nvidia-* wheels, several GB)." >&2; \
+	      exit 1; }; \
+	  fi; \
+	  $(PIP) -e '.[test,cpu]'; \
+	fi
 	touch $@
 
 book: $(BOOK_DEPS)
@@ -78,12 +104,16 @@ diagrams: $(TEST_DEPS)
 doctor:
 	$(or $(strip $(PYTHON)),python3) -m booktools.doctor
 
+# pip is upgraded first: older pips (23.x, and 24.0, the one Python 3.12's venv ships) resolve the gpu extra
+# for a very long time or not at all.
 gpu-env:
 	python3 -m venv .venv-gpu
-	.venv-gpu/bin/python -m pip install --quiet --disable-pip-version-check -e '.[gpu,test]'
+	.venv-gpu/bin/python -m pip install --disable-pip-version-check --upgrade pip
+	.venv-gpu/bin/python -m pip install --disable-pip-version-check -e '.[gpu,test]'
 
-resolve-gpu:
-	$(or $(strip $(PYTHON)),python3) -m booktools.resolve
+# uv (from the test extra) resolves for another platform from the index's metadata, in seconds, with any pip.
+resolve-gpu: $(TEST_DEPS)
+	$(PY) -m booktools.resolve
 
 execute:
 	$(or $(strip $(PYTHON)),python3) -m booktools.runs measure --mode execute $(if $(LABEL),--label "$(LABEL)") $(NOTEBOOKS)

@@ -6,6 +6,8 @@ What it checks, in order:
   (7.0 or newer);
 - the GPU stack: each library installed, then used on the GPU once (a cuDF sum, a CuPy sum, a Numba kernel, a
   PyTorch sum, a JAX sum) and one zero-copy handoff (CuPy to PyTorch through DLPack, same pointer);
+- a CPU-only build of PyTorch (the ``cpu`` extra's, which ``make test`` installs into ``.venv``), which cannot use
+  the GPU;
 - known-bad combinations: NumPy 2.5 with numba-cuda 0.30 (``np.row_stack`` is gone), JAX's default 75 %
   preallocation on a GPU that others use or under an MPS limit;
 - free memory against what the most demanding chapter needs (its measured peak, from the recorded runs), and
@@ -28,7 +30,8 @@ from support.units import GIB
 
 NEEDED_CUDA_MAJOR = 13
 NEEDED_COMPUTE_CAPABILITY = (7, 0)
-INSTALL_FIX = 'pip install -e ".[gpu]" (or conda env create -f environment.yml)'
+#: The README's GPU install, in its words (tests/test_doctor.py holds them equal).
+INSTALL_FIX = 'make gpu-env (pip install -e ".[gpu,test]" into .venv-gpu) or conda env create -f environment.yml'
 
 
 @dataclass(frozen=True)
@@ -62,6 +65,7 @@ class Machine:
     memory: Memory | None = None
     smoke_tests: dict[str, str] = field(default_factory=dict)  # library -> "" if it worked, else the error
     needed: int | None = None  # bytes the most demanding chapter needs (measured runs), None if never measured
+    torch_cuda: str | None = None  # the CUDA version torch was built for, "" for a CPU-only build, None if unknown
 
 
 def _release(text: str | None) -> tuple[int, ...]:
@@ -105,12 +109,22 @@ def check_driver(gpus: env.GpuProbe) -> list[Finding]:
     return found
 
 
-def check_versions(versions: Mapping[str, str | None]) -> list[Finding]:
+def check_versions(versions: Mapping[str, str | None], torch_cuda: str | None = None) -> list[Finding]:
     found = []
     missing = [name for name, version in versions.items() if version is None]
     if missing:
         names = ", ".join(name.replace("_", "-") for name in missing)
         found.append(Finding("FAIL", f"not installed: {names}", INSTALL_FIX))
+    torch = versions.get("torch")
+    if torch is not None and ("+cpu" in torch or torch_cuda == ""):
+        found.append(
+            Finding(
+                "FAIL",
+                f"torch {torch} is a CPU-only build (the cpu extra's, for make test without a GPU): "
+                "it cannot use the GPU",
+                "use an environment made with " + INSTALL_FIX,
+            )
+        )
     numpy, numba_cuda = _release(versions.get("numpy")), _release(versions.get("numba_cuda"))
     if numpy[:2] >= (2, 5) and numba_cuda[:2] == (0, 30):
         found.append(
@@ -175,7 +189,7 @@ def check_smoke_tests(smoke_tests: Mapping[str, str]) -> list[Finding]:
 def diagnose(machine: Machine) -> list[Finding]:
     """Every finding about ``machine``, in the order of the module docstring."""
     found = check_driver(machine.gpus)
-    found += check_versions(machine.versions)
+    found += check_versions(machine.versions, machine.torch_cuda)
     if machine.gpus.available:
         found += check_smoke_tests(machine.smoke_tests)
         found += check_memory(machine.memory, machine.environ, machine.needed)
@@ -254,6 +268,15 @@ def _tiny_work() -> dict[str, Callable[[], None]]:
     }
 
 
+def _torch_cuda() -> str | None:
+    """The CUDA version the installed torch was built for, "" for a CPU-only build, None if it does not import."""
+    try:
+        import torch
+    except Exception:  # noqa: BLE001 - a torch that does not import is the smoke test's finding
+        return None
+    return torch.version.cuda or ""
+
+
 def most_needed() -> int | None:
     """Bytes the most demanding chapter needs: the largest of the chapters' measured needs
     (:mod:`support.needs`), None when none was measured under a limit."""
@@ -272,6 +295,7 @@ def probe_machine(environ: Mapping[str, str] | None = None) -> Machine:
     if not gpus.available:
         return machine
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # the doctor itself takes no 75 %
+    machine.torch_cuda = _torch_cuda() if versions.get("torch") else None
     machine.smoke_tests = {name: _smoke_test(name, work) for name, work in _tiny_work().items()}
     nvml = _nvml_memory()
     try:

@@ -1,17 +1,25 @@
-"""Does the ``gpu`` extra install? pip's resolver run for a GPU server, on any machine, installing nothing.
+"""Does the ``gpu`` extra install? The dependency resolution of a GPU server, run on any machine, installing nothing.
 
 ``make resolve-gpu`` (or ``python -m booktools.resolve``) reads the ``gpu`` extra from ``pyproject.toml`` and asks
-pip what it would install for CPython 3.12 on manylinux x86_64 (``pip install --dry-run --report`` with
-``--python-version``, ``--platform`` and ``--only-binary=:all:``, into a throw-away ``--target``), then prints the
-version of each package it chose, the GPU stack first. It needs the package index; pip fetches each candidate's
-metadata, and downloads a wheel only where the index does not serve the metadata on its own. Exit status 1 when
-the requirements do not resolve, with pip's explanation.
+uv's resolver what it would install for CPython 3.12 on Linux x86_64 with glibc 2.28 or newer (``uv pip compile
+--python-platform x86_64-manylinux_2_28 --python-version 3.12 --only-binary :all:``), then prints the version of
+each package it chose, the GPU stack first. uv reads the candidates' metadata from the package index (PyPI, or
+``UV_DEFAULT_INDEX``) and downloads no wheel; the 190 distributions resolve in seconds. Exit status 1 when the
+requirements do not resolve, with uv's whole explanation.
+
+Why uv and not ``pip install --dry-run --report``: pip resolves for another platform only with wheels it can read
+the metadata of, and older pips download them instead (six torch wheels of about 530 MB each with pip 23.2, which
+then reported a conflict that a current pip does not find; pip 24.0, the one Python 3.12's ``venv`` ships, was
+still resolving after 10 minutes). uv is the maintained tool built for resolving for a platform that is not the
+one it runs on; it comes with the ``test`` extra (``make resolve-gpu`` installs it into ``.venv``).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import os
+import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -21,16 +29,15 @@ from pathlib import Path
 from booktools.paths import PYPROJECT
 from support.env import GPU_LIBRARIES
 
-#: manylinux tags a current Linux x86_64 server accepts (glibc 2.17 to 2.39), and pure-Python wheels.
-PLATFORMS: tuple[str, ...] = (
-    *(f"manylinux_2_{minor}_x86_64" for minor in range(17, 40)),
-    "manylinux2014_x86_64",
-    "any",
-)
+#: The platform a GPU server is: Linux x86_64 with glibc 2.28 or newer, the oldest RAPIDS' wheels run on.
+PLATFORM = "x86_64-manylinux_2_28"
+PYTHON_VERSION = "3.12"
 
-#: Distributions shown first in the report: the libraries the book is about.
 #: The pip distributions of the book's GPU stack (:data:`support.env.GPU_LIBRARIES`), listed first.
 GPU_STACK = (*GPU_LIBRARIES.values(), "jaxlib")
+
+#: uv's note that it would build source distributions with this machine's Python: none is built (binaries only).
+_NOISE = re.compile(r"will be used to build dependencies instead|requested Python version .* is not available")
 
 
 def extra_requirements(extra: str = "gpu", pyproject: Path = PYPROJECT) -> list[str]:
@@ -41,79 +48,98 @@ def extra_requirements(extra: str = "gpu", pyproject: Path = PYPROJECT) -> list[
     return list(groups[extra])
 
 
-def resolver_command(
-    requirements: list[str], report: Path, target: Path, python_version: str = "3.12", python: str = sys.executable
-) -> list[str]:
-    """The pip command that resolves ``requirements`` for ``python_version`` on Linux x86_64 and installs nothing.
+def uv_binary() -> str:
+    """The uv executable: the one the ``uv`` package installed, else one on ``PATH``."""
+    try:
+        import uv
 
-    >>> command = resolver_command(["torch>=2.11"], Path("r.json"), Path("t"))
-    >>> command[3:6], "--dry-run" in command, command[-1]
-    (['install', '--dry-run', '--quiet'], True, 'torch>=2.11')
-    >>> command.count("--platform") == len(PLATFORMS)
-    True
+        return uv.find_uv_bin()
+    except (ImportError, FileNotFoundError):
+        pass
+    found = shutil.which("uv")
+    if found is None:
+        raise RuntimeError(
+            "uv is not installed here; `make resolve-gpu` installs it into .venv (it is in the test extra), "
+            "or: python -m pip install uv"
+        )
+    return found
+
+
+def resolver_command(
+    requirements: Path, uv: str = "uv", python_version: str = PYTHON_VERSION, platform: str = PLATFORM
+) -> list[str]:
+    """The uv command that resolves the requirements file for ``python_version`` on ``platform``, installing nothing.
+
+    >>> command = resolver_command(Path("gpu.txt"))
+    >>> command[:4], command[command.index("--python-platform") + 1]
+    (['uv', 'pip', 'compile', 'gpu.txt'], 'x86_64-manylinux_2_28')
+    >>> command[command.index("--only-binary") + 1], command[command.index("--python-version") + 1]
+    (':all:', '3.12')
     """
-    platforms = [flag for tag in PLATFORMS for flag in ("--platform", tag)]
     return [
-        python,
-        "-m",
+        uv,
         "pip",
-        "install",
-        "--dry-run",
-        "--quiet",
-        "--ignore-installed",
-        "--report",
-        str(report),
-        "--target",
-        str(target),
+        "compile",
+        str(requirements),
+        "--python-platform",
+        platform,
         "--python-version",
         python_version,
-        *platforms,
-        "--only-binary=:all:",
-        *requirements,
+        "--only-binary",
+        ":all:",
+        "--no-header",
+        "--no-annotate",
     ]
 
 
-def chosen_versions(report: dict) -> dict[str, str]:
-    """``{distribution: version}`` of what a pip installation report would install, the GPU stack first.
+def chosen_versions(compiled: str) -> dict[str, str]:
+    """``{distribution: version}`` from ``uv pip compile``'s output (``name==version`` lines), the GPU stack first.
 
-    >>> chosen_versions({"install": [{"metadata": {"name": "pandas", "version": "3.0.6"}},
-    ...                              {"metadata": {"name": "torch", "version": "2.14.1"}}]})
+    >>> chosen_versions("pandas==3.0.6\\n# a comment\\ntorch==2.14.1\\n")
     {'torch': '2.14.1', 'pandas': '3.0.6'}
     """
-    found = {item["metadata"]["name"]: item["metadata"]["version"] for item in report.get("install", [])}
+    found = {}
+    for line in compiled.splitlines():
+        match = re.match(r"([A-Za-z0-9][A-Za-z0-9._-]*)==(\S+)", line.strip())
+        if match:
+            found[match.group(1)] = match.group(2)
     first = [name for name in GPU_STACK if name in found]
     rest = sorted((name for name in found if name not in GPU_STACK), key=str.lower)
     return {name: found[name] for name in [*first, *rest]}
 
 
-def resolve(extra: str = "gpu", python_version: str = "3.12") -> dict[str, str]:
-    """Run pip's resolver for ``extra``; raise :class:`RuntimeError` with pip's explanation when it fails."""
+def resolve(extra: str = "gpu", python_version: str = PYTHON_VERSION) -> dict[str, str]:
+    """Resolve ``extra``; raise :class:`RuntimeError` with uv's whole explanation when it does not resolve."""
     requirements = extra_requirements(extra)
+    uv = uv_binary()
     with tempfile.TemporaryDirectory(prefix="resolve-") as scratch:
-        report = Path(scratch) / "report.json"
-        command = resolver_command(requirements, report, Path(scratch) / "target", python_version)
-        done = subprocess.run(command, capture_output=True, text=True)
-        if done.returncode != 0 or not report.exists():
-            lines = [line for line in done.stderr.splitlines() if not line.startswith("WARNING: Location")]
-            raise RuntimeError(
-                f"the {extra!r} extra does not resolve for Python {python_version}:\n" + "\n".join(lines[-15:])
-            )
-        return chosen_versions(json.loads(report.read_text()))
+        listed = Path(scratch) / f"{extra}.txt"
+        listed.write_text("\n".join(requirements) + "\n")
+        environ = {**os.environ, "UV_PYTHON_DOWNLOADS": "never"}
+        done = subprocess.run(resolver_command(listed, uv, python_version), capture_output=True, text=True, env=environ)
+    explanation = "\n".join(line for line in done.stderr.splitlines() if not _NOISE.search(line)).strip()
+    versions = chosen_versions(done.stdout) if done.returncode == 0 else {}
+    if not versions:
+        raise RuntimeError(
+            f"the {extra!r} extra does not resolve for CPython {python_version} on {PLATFORM} "
+            f"(uv exit status {done.returncode}):\n{explanation or done.stdout.strip()}"
+        )
+    return versions
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m booktools.resolve", description=__doc__.split("\n")[0])
     parser.add_argument("--extra", default="gpu")
-    parser.add_argument("--python-version", default="3.12")
+    parser.add_argument("--python-version", default=PYTHON_VERSION)
     args = parser.parse_args(argv)
     try:
         versions = resolve(args.extra, args.python_version)
-    except RuntimeError as error:
+    except (RuntimeError, ValueError) as error:
         print(error, file=sys.stderr)
         return 1
     print(
-        f"pip would install {len(versions)} distributions for the {args.extra!r} extra "
-        f"(CPython {args.python_version}, manylinux x86_64):"
+        f"{len(versions)} distributions would be installed for the {args.extra!r} extra "
+        f"(CPython {args.python_version}, {PLATFORM}):"
     )
     for name, version in versions.items():
         print(f"  {name:<28} {version}")

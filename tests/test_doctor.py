@@ -59,7 +59,7 @@ def test_missing_libraries_and_the_known_bad_numpy(monkeypatch, capsys):
     versions = {**GOOD_VERSIONS, "cudf": None, "numpy": "2.5.2"}
     status, out = run_main(monkeypatch, capsys, machine(versions=versions))
     assert status == 1
-    assert 'not installed: cudf  ->  pip install -e ".[gpu]"' in out
+    assert f"not installed: cudf  ->  {doctor.INSTALL_FIX}" in out
     assert "numpy 2.5.2 with numba-cuda 0.30.4" in out and "pip install 'numpy<2.5'" in out
 
 
@@ -92,3 +92,24 @@ def test_a_shared_gpu_with_little_free_memory_is_a_warning_not_a_blocker():
 def test_versions_are_compared_as_numbers_not_as_text(numpy, flagged):
     found = doctor.check_versions({"numpy": numpy, "numba_cuda": "0.30.4"})
     assert any("np.row_stack" in f.what for f in found if f.level == "FAIL") == flagged, found
+
+
+@pytest.mark.parametrize(
+    ("torch", "torch_cuda", "flagged"),
+    [("2.13.0+cpu", None, True), ("2.13.0", "", True), ("2.13.0", "13.0", False), ("2.11.0+cu130", None, False)],
+)
+def test_a_cpu_only_torch_is_a_blocker(monkeypatch, capsys, torch, torch_cuda, flagged):
+    status, out = run_main(
+        monkeypatch, capsys, machine(versions={**GOOD_VERSIONS, "torch": torch}, torch_cuda=torch_cuda)
+    )
+    assert (status == 1) == flagged and ("CPU-only build" in out) == flagged, out
+    if flagged:
+        assert f"FAIL  torch {torch} is a CPU-only build" in out and doctor.INSTALL_FIX in out
+
+
+def test_the_doctor_s_fix_is_the_readme_s_gpu_install():
+    from booktools.paths import ROOT
+
+    readme = (ROOT / "README.md").read_text()
+    for words in ('pip install -e ".[gpu,test]"', "make gpu-env", "conda env create -f environment.yml"):
+        assert words in doctor.INSTALL_FIX and words in readme, words

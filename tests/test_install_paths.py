@@ -1,10 +1,17 @@
 """The two install paths of a GPU server, pip's `gpu` extra and conda's environment.yml, name the same packages with
-the same version ranges; the project refers to no file outside itself. (`make resolve-gpu` runs pip's resolver
-for the extra against the package index; it needs the network, so it is a make target, not a test.)"""
+the same version ranges; the project refers to no file outside itself. `make resolve-gpu` runs uv's resolver for
+the extra against the package index; that needs the network, so here a stand-in uv answers (the command it is
+given, what is printed on success, uv's whole explanation on failure). `make test` installs the CPU build of
+torch and never puts the cpu extra into an environment that holds the GPU stack (the Makefile run with a
+stand-in pip)."""
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -97,3 +104,113 @@ def test_an_unknown_extra_is_named():
 def test_the_project_refers_to_no_file_outside_itself(name):
     text = (ROOT / name).read_text()
     assert not re.search(r"(?<![\w.])\.\./", text), f"{name} points outside the repository"
+
+
+def fake_uv(tmp_path: Path, status: int, stdout: str, stderr: str = "") -> Path:
+    """An executable that answers like uv and records the arguments it was given."""
+    script = tmp_path / "uv"
+    script.write_text(
+        f"#!{sys.executable}\n"
+        "import sys, pathlib\n"
+        f"pathlib.Path({str(tmp_path / 'args')!r}).write_text(chr(10).join(sys.argv[1:]))\n"
+        f"sys.stdout.write({stdout!r}); sys.stderr.write({stderr!r}); sys.exit({status})\n"
+    )
+    script.chmod(0o755)
+    return script
+
+
+def test_resolve_gpu_asks_uv_for_a_linux_gpu_server_and_prints_the_gpu_stack_first(tmp_path, monkeypatch, capsys):
+    compiled = "aiohttp==3.14.5\ncudf-cu13==26.10.2\ntorch==2.15.0\n"
+    monkeypatch.setattr(resolve, "uv_binary", lambda: str(fake_uv(tmp_path, 0, compiled, "Resolved 3 packages\n")))
+    assert resolve.main([]) == 0
+    args = (tmp_path / "args").read_text().splitlines()
+    assert args[:2] == ["pip", "compile"] and args[args.index("--python-platform") + 1] == "x86_64-manylinux_2_28"
+    assert args[args.index("--python-version") + 1] == "3.12" and "--only-binary" in args
+    out = capsys.readouterr().out
+    assert (
+        out.splitlines()[0]
+        == "3 distributions would be installed for the 'gpu' extra (CPython 3.12, x86_64-manylinux_2_28):"
+    )
+    assert [line.split()[0] for line in out.splitlines()[1:]] == ["cudf-cu13", "torch", "aiohttp"]
+
+
+def test_a_failed_resolution_keeps_uv_s_whole_explanation(tmp_path, monkeypatch, capsys):
+    reason = textwrap.dedent("""\
+        warning: The requested Python version 3.12 is not available; 3.11.7 will be used to build dependencies instead.
+        error: No solution found when resolving dependencies
+          cause: Because cudf-cu13>=26.10.0 depends on numpy>=2.0,<3.0 and you require numpy<2, we can conclude
+                 that your requirements are unsatisfiable.
+        """)
+    monkeypatch.setattr(resolve, "uv_binary", lambda: str(fake_uv(tmp_path, 1, "", reason)))
+    assert resolve.main([]) == 1
+    err = capsys.readouterr().err
+    assert "the 'gpu' extra does not resolve for CPython 3.12 on x86_64-manylinux_2_28 (uv exit status 1)" in err
+    assert "depends on numpy>=2.0,<3.0" in err and "that your requirements are unsatisfiable" in err
+    assert "will be used to build dependencies" not in err
+
+
+def test_without_uv_resolve_gpu_says_how_to_get_it(monkeypatch, capsys):
+    import builtins
+    import shutil
+
+    real_import = builtins.__import__
+
+    def no_uv(name, *args, **kwargs):
+        if name == "uv":
+            raise ImportError(name)
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_uv)
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    assert resolve.main([]) == 1
+    assert "uv is not installed here" in capsys.readouterr().err
+
+
+def test_uv_comes_with_the_test_extra_and_make_resolve_gpu_uses_the_project_s_environment():
+    assert any(Requirement(line).name == "uv" for line in resolve.extra_requirements("test"))
+    planned = make_plan("resolve-gpu")
+    assert planned[-1] == ".venv/bin/python -m booktools.resolve", planned
+
+
+def make_plan(*args: str) -> list[str]:
+    """The commands `make` would run (``make -n``), without running them."""
+    done = subprocess.run(
+        ["make", "--no-print-directory", "-n", *args], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    return done.stdout.splitlines()
+
+
+@pytest.fixture
+def bare_venv(tmp_path):
+    """A virtual environment without pip, made in a moment; make's recipes run in it with a stand-in pip."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "venv")], check=True)
+    return tmp_path / "venv"
+
+
+def installs(venv: Path) -> list[str]:
+    """What `make test` would install into ``venv``: the pip commands, run by a stand-in that only prints them."""
+    done = subprocess.run(
+        ["make", "--no-print-directory", "-s", f"{venv}/.installed-test", f"VENV={venv}", "PIP=echo pip install"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "MAKEFLAGS": ""},
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return [line for line in done.stdout.splitlines() if line.startswith("pip install")]
+
+
+def test_make_test_takes_torch_from_pytorch_s_cpu_index_then_the_test_and_cpu_extras(bare_venv):
+    torch_pin = next(r for r in resolve.extra_requirements("cpu") if Requirement(r).name == "torch")
+    first, second = installs(bare_venv)
+    assert "--index-url https://download.pytorch.org/whl/cpu" in first and first.endswith(torch_pin)
+    assert "--no-deps" in first  # torch's dependencies come from the package index with the rest
+    assert second.endswith("-e .[test,cpu]")
+
+
+def test_make_test_puts_no_cpu_build_into_an_environment_that_holds_the_gpu_stack(bare_venv):
+    site = next((bare_venv / "lib").glob("python3*/site-packages"))
+    info = site / "cudf_cu13-26.10.2.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: cudf-cu13\nVersion: 26.10.2\n")
+    assert installs(bare_venv) == ["pip install -e .[test]"]
