@@ -11,9 +11,11 @@
   imports Numba, so the CUDA kernels of support/ecg are tested on the CPU; on a GPU host they run on the GPU.
 - The ``skip_or_fail`` fixture skips a test whose tool is missing here, but fails it in CI (``CI`` set),
   where .ci/run installs every tool.
-- Under ``--require-gpu`` each notebook's kernel logs the claims it checks (``support.claims``), and the session
-  records them in ``runs/claims.json`` as the run labelled ``$BOOK_RUN_LABEL`` (default: the GPU's name and
-  "make test-gpu"), unless ``booktools.runs`` started this session and collects them itself.
+- Under ``--require-gpu`` each notebook's kernel turns the deprecation and future warnings of the book's
+  libraries into errors (``booktools.notebooks.strict_warnings``) and logs the claims it checks
+  (``support.claims``); the session records them in ``runs/claims.json`` as the run labelled
+  ``$BOOK_RUN_LABEL`` (default: the GPU's name and "make test-gpu"), unless ``booktools.runs`` started this
+  session and collects them itself.
 """
 
 from __future__ import annotations
@@ -60,6 +62,10 @@ def pytest_sessionstart(session):
     reason = gpu_skip_reason()
     if session.config.getoption("--require-gpu") and reason:
         pytest.exit(f"--require-gpu (make test-gpu): GPU notebooks cannot run: {reason}", returncode=1)
+    if session.config.getoption("--require-gpu"):
+        # the chapters' kernels raise the deprecation warnings of the book's libraries (notebooks.strict_warnings)
+        os.environ["IPYTHONDIR"] = tempfile.mkdtemp(prefix="ipython-")
+        notebooks.strict_warnings(Path(os.environ["IPYTHONDIR"]))
     if session.config.getoption("--require-gpu") and not os.environ.get(claims.LOG_VARIABLE):
         session.config._claims_folder = tempfile.mkdtemp(prefix="claims-")
 

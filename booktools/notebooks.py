@@ -164,6 +164,29 @@ def strip_volatile_metadata(notebook):
     return notebook
 
 
+#: The libraries whose deprecations the book must not use, and the code that calls them (a notebook's cells run
+#: as ``__main__``, the book's own code as ``support``): a warning attributed to one of these modules is raised.
+STRICT_MODULES = r"(__main__|support|cupy|cupyx|cudf|pylibcudf|rmm|numba|numba_cuda|torch|jax|jaxlib|polars)(\..*)?$"
+
+STRICT_STARTUP = f"""# Written by booktools.notebooks.strict_warnings: make test-gpu runs the chapters with it.
+import warnings
+
+for category in (DeprecationWarning, FutureWarning):
+    warnings.filterwarnings("error", category=category, module={STRICT_MODULES!r})
+"""
+
+
+def strict_warnings(ipython_dir: Path) -> Path:
+    """Make every IPython kernel started with ``IPYTHONDIR=ipython_dir`` turn the deprecation and future warnings
+    of the book's libraries (and of the code that calls them) into errors, so that a chapter using a renamed or
+    deprecated API fails under ``make test-gpu`` instead of printing a warning nobody reads. Returns the startup
+    file it wrote."""
+    startup = Path(ipython_dir) / "profile_default" / "startup" / "00-strict-warnings.py"
+    startup.parent.mkdir(parents=True, exist_ok=True)
+    startup.write_text(STRICT_STARTUP)
+    return startup
+
+
 def execute_notebook(path: Path | str, timeout_s: int = 1800, kernel_name: str = "python3") -> None:
     """Execute a notebook top to bottom in its own folder and write it back with fresh outputs.
 

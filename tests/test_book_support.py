@@ -131,3 +131,19 @@ def test_check_command_fails_on_a_notebook_that_is_not_ready(tmp_path, capsys):
 def test_command_line_rejects_incomplete_commands(argv):
     with pytest.raises(SystemExit):
         notebooks._main(argv)
+
+
+def test_strict_warnings_raise_the_libraries_deprecations_and_leave_the_others(tmp_path):
+    import warnings
+
+    startup = notebooks.strict_warnings(tmp_path)
+    assert startup.parent == tmp_path / "profile_default" / "startup"
+    with warnings.catch_warnings():
+        exec(startup.read_text(), {})
+        for module in ("__main__", "cupy._core", "torch.utils.dlpack", "support.ecg.vae", "jax"):
+            with pytest.raises(DeprecationWarning):
+                warnings.warn_explicit("old name", DeprecationWarning, "x.py", 1, module=module)
+        warnings.simplefilter("ignore")  # below the strict filters: what they leave alone is ignored here
+        exec(startup.read_text(), {})
+        warnings.warn_explicit("not ours", DeprecationWarning, "x.py", 1, module="ipykernel.kernelbase")
+        warnings.warn_explicit("not ours", DeprecationWarning, "x.py", 1, module="cupyish")

@@ -108,8 +108,10 @@ def test_the_experiment_refuses_a_cap_the_gpu_cannot_spare_and_unknown_allocator
 def test_each_process_gets_only_its_own_pytorch_setting():
     from support.fresh_process import environment
 
-    inherited = {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True", "PATH": "/bin"}
+    inherited = {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True", "PATH": "/bin"}  # the old name
     plain = environment(fragmentation.process_environment("PyTorch caching allocator"), inherited)
     assert plain == {"PATH": "/bin"}
     expandable = environment(fragmentation.process_environment("PyTorch, expandable segments"), inherited)
-    assert expandable["PYTORCH_CUDA_ALLOC_CONF"] == "expandable_segments:True"
+    assert (
+        expandable["PYTORCH_ALLOC_CONF"] == "expandable_segments:True" and "PYTORCH_CUDA_ALLOC_CONF" not in expandable
+    )

@@ -224,11 +224,17 @@ def test_workload_on_pandas_ranks_regions_and_marks_its_stages():
 
 
 def test_jax_settings_replace_the_callers_jax_variables():
-    base = {"PATH": "/bin", "XLA_PYTHON_CLIENT_PREALLOCATE": "false", "XLA_PYTHON_CLIENT_MEM_FRACTION": ".5"}
+    base = {
+        "PATH": "/bin",
+        "XLA_PYTHON_CLIENT_PREALLOCATE": "false",
+        "XLA_PYTHON_CLIENT_MEM_FRACTION": ".5",  # the old name
+        "XLA_CLIENT_MEM_FRACTION": ".5",
+    }
     default = jax_probe.jax_environment("preallocate 75 % (JAX's default)", base)
     assert default == {"PATH": "/bin", "XLA_PYTHON_CLIENT_PREALLOCATE": "true"}
     platform = jax_probe.jax_environment("platform allocator", base)
-    assert platform["XLA_PYTHON_CLIENT_ALLOCATOR"] == "platform" and "XLA_PYTHON_CLIENT_MEM_FRACTION" not in platform
+    assert platform["XLA_PYTHON_CLIENT_ALLOCATOR"] == "platform"
+    assert "XLA_PYTHON_CLIENT_MEM_FRACTION" not in platform and "XLA_CLIENT_MEM_FRACTION" not in platform
     with pytest.raises(ValueError, match="unknown JAX memory setting 'huge'"):
         jax_probe.jax_environment("huge", base)
     probe = jax_probe.JaxProbe("grow on demand", GIB, 2 * GIB, 3e-4, 24 * GIB, False, "MemoryError: out of memory")

@@ -79,3 +79,20 @@ def test_what_a_chapter_imports_from_the_books_packages_exists(path):
 
 
 PACKAGES = ("support", "booktools")
+
+
+#: Names the book's libraries renamed or deprecated: chapters' code uses the current ones (the prose may name the
+#: old ones once, where readers meet them).
+OLD_NAMES = (
+    "PYTORCH_CUDA_ALLOC_CONF",
+    "XLA_PYTHON_CLIENT_MEM_FRACTION",
+    "cupy.cuda.ExternalStream",
+    "rmm.rmm_cupy_allocator",
+)
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.name)
+def test_chapters_code_uses_current_names(path):
+    cells = notebooks.code_cells(notebooks.read_notebook(path))
+    found = [name for name in OLD_NAMES for cell in cells if name in cell.source]
+    assert found == [], f"{path.name} uses old names in its code: {found}"

@@ -4,9 +4,12 @@ A detector can look good for the wrong reason. An earlier version of the chapter
 to its neighbours; the beat before a premature one lost its T wave, and the model flagged the *neighbours* of
 ectopic beats while the overall AUROC still looked fine. The tools here make that visible:
 
-- :func:`beat_context` names each detected beat by what it is and what is next to it (an ectopic beat, the
-  normal beat right after one, right before one, next to a noise burst, or an ordinary normal beat);
-- :func:`split_rows` splits the beats into training, validation and test rows, at random or by time;
+- :func:`beat_context` names each detected beat by what it is and what is next to it (its ectopic class,
+  noise, the normal beat right after an ectopic one, right before one, next to noise, or an ordinary normal
+  beat);
+- :func:`split_rows` splits the beats into training, validation and test rows: at random, by time, or by
+  blocks of a few minutes drawn at random (so that every true beat and every stretch of artefact, detected or
+  not, belongs to exactly one part; :mod:`support.ecg.events` scores the true events that way);
 - :func:`choose_model` trains one model per latent size and keeps the epoch whose validation scores flag the
   anomalies best: the test rows play no part in the choice;
 - :func:`flag_table` sets the threshold on the validation rows (flag as many as they hold anomalies) and
@@ -14,10 +17,10 @@ ectopic beats while the overall AUROC still looked fine. The tools here make tha
 
 >>> import numpy as np
 >>> r_peaks = np.array([100, 300, 420, 700, 900, 1100])
->>> labels = np.array([0, 0, 1, 0, 0, 2])
+>>> labels = np.array([0, 0, 2, 0, 0, 4])
 >>> beat_context(np.array([101, 299, 421, 702, 899, 1098]), r_peaks, labels).tolist()
-['normal', 'normal before an ectopic beat', 'ectopic', 'normal after an ectopic beat', \
-'normal next to a noise burst', 'noise burst']
+['normal', 'normal before an ectopic beat', 'ventricular', 'normal after an ectopic beat', \
+'normal next to noise', 'noise']
 """
 
 from __future__ import annotations
@@ -29,18 +32,21 @@ import numpy as np
 
 from support.ecg import metrics
 from support.ecg.beats import true_labels_of
-from support.ecg.synthetic import ECTOPIC, NOISE, NORMAL
+from support.ecg.synthetic import ECTOPIC_CLASSES, KINDS, NOISE, NORMAL, is_ectopic
 
 #: The contexts of :func:`beat_context`, anomalies first.
 CONTEXTS = (
-    "ectopic",
-    "noise burst",
+    "supraventricular",
+    "ventricular",
+    "fusion",
+    "noise",
     "normal after an ectopic beat",
     "normal before an ectopic beat",
-    "normal next to a noise burst",
+    "normal next to noise",
     "normal",
 )
-ANOMALIES = {"ectopic": ECTOPIC, "noise burst": NOISE}
+#: The anomalies a detector should flag, by context name.
+ANOMALIES = {KINDS[label]: label for label in (*ECTOPIC_CLASSES, NOISE)}
 
 
 def beat_context(peaks, r_peaks: np.ndarray, labels: np.ndarray) -> np.ndarray:
@@ -53,30 +59,67 @@ def beat_context(peaks, r_peaks: np.ndarray, labels: np.ndarray) -> np.ndarray:
     before = np.r_[NORMAL, labels[:-1]][beat]  # the true beat before this one
     after = np.r_[labels[1:], NORMAL][beat]
     context = np.full(len(peaks), "normal", dtype=object)
-    context[(before == NOISE) | (after == NOISE)] = "normal next to a noise burst"
-    context[after == ECTOPIC] = "normal before an ectopic beat"
-    context[before == ECTOPIC] = "normal after an ectopic beat"
-    context[own == NOISE] = "noise burst"
-    context[own == ECTOPIC] = "ectopic"
+    context[(before == NOISE) | (after == NOISE)] = "normal next to noise"
+    context[is_ectopic(after)] = "normal before an ectopic beat"
+    context[is_ectopic(before)] = "normal after an ectopic beat"
+    for label in (*ECTOPIC_CLASSES, NOISE):
+        context[own == label] = KINDS[label]
     return context
+
+
+PARTS = ("train", "validation", "test")
 
 
 @dataclass(frozen=True)
 class Split:
-    """Row indices (on the beats' device) of the training, validation and test beats."""
+    """Row indices (on the beats' device) of the training, validation and test beats.
+
+    For a split ``by="blocks"``, ``block_parts`` holds the part (0 train, 1 validation, 2 test) of each block
+    of ``block_samples`` samples, so that any sample position (a true beat, a stretch of artefact) has a part.
+    """
 
     train: object
     validation: object
     test: object
     by: str
+    block_parts: np.ndarray | None = None
+    block_samples: int | None = None
+
+    def part_of(self, samples) -> np.ndarray:
+        """The part (0, 1 or 2) of each sample position; only for a split by blocks."""
+        if self.block_parts is None:
+            raise ValueError(f"a split by {self.by!r} has no parts for sample positions; split by 'blocks'")
+        block = np.clip(np.asarray(samples) // self.block_samples, 0, len(self.block_parts) - 1)
+        return self.block_parts[block]
+
+    def counts(self, labels_per_row: np.ndarray) -> list[dict]:
+        """How many rows of each label each part holds (labels of all rows, on the host)."""
+        labels_per_row = np.asarray(labels_per_row)
+        table = []
+        for part in PARTS:
+            chosen = labels_per_row[getattr(self, part).cpu().numpy()]
+            table.append({"part": part} | {KINDS[k]: int((chosen == k).sum()) for k in KINDS})
+        return table
 
 
-def split_rows(count: int, *, by: str = "random", seed: int = 0, device="cpu", fractions=(0.6, 0.2, 0.2)):
-    """Split ``count`` beats into training, validation and test rows.
+def split_rows(
+    count: int,
+    *,
+    by: str = "random",
+    seed: int = 0,
+    device="cpu",
+    fractions=(0.6, 0.2, 0.2),
+    peaks=None,
+    block_s: float = 300.0,
+    fs: float = 250.0,
+):
+    """Split ``count`` beats into training, validation and test rows (drawn with NumPy on the host, then moved
+    to ``device``: the same seed gives the same split on either side).
 
     ``by="random"`` draws the rows at random (with ``seed``); ``by="time"`` keeps the first 60 % of the
     recording for training, the next 20 % for validation and the last 20 % for the test, so the test beats
-    come from hours the model never saw (the heart rate drifts over hours).
+    come from hours the model never saw (the heart rate drifts over hours); ``by="blocks"`` cuts the recording
+    into blocks of ``block_s`` seconds and draws each block's part at random (needs the rows' ``peaks``).
 
     >>> s = split_rows(10, by="time")
     >>> s.train.tolist(), s.validation.tolist(), s.test.tolist()
@@ -84,27 +127,38 @@ def split_rows(count: int, *, by: str = "random", seed: int = 0, device="cpu", f
     """
     import torch
 
-    if by not in ("random", "time"):
-        raise ValueError(f"split by 'random' or 'time', not {by!r}")
+    if by not in ("random", "time", "blocks"):
+        raise ValueError(f"split by 'random', 'time' or 'blocks', not {by!r}")
     if len(fractions) != 3 or min(fractions) <= 0 or abs(sum(fractions) - 1) > 1e-9:
         raise ValueError(f"need three positive fractions that add up to 1, got {fractions}")
     first = int(round(fractions[0] * count))
     second = first + int(round(fractions[1] * count))
     if first < 2 or second - first < 2 or count - second < 2:
         raise ValueError(f"{count} beats are too few to split into training, validation and test sets")
-    if by == "time":
-        order = torch.arange(count, device=device)
-    else:
-        generator = torch.Generator(device=device).manual_seed(seed)
-        order = torch.randperm(count, device=device, generator=generator)
+    rng = np.random.default_rng(seed)
+    if by == "blocks":
+        if peaks is None or len(peaks) != count:
+            raise ValueError("a split by blocks needs the R-peak sample of every row (peaks=)")
+        peaks = np.asarray(peaks)
+        block_samples = max(1, int(round(block_s * fs)))
+        blocks = int(peaks.max()) // block_samples + 1
+        parts = rng.choice(3, size=blocks, p=np.asarray(fractions, float))
+        part = parts[peaks // block_samples]
+        indices = [np.flatnonzero(part == k) for k in range(3)]
+        if min(len(i) for i in indices) < 2:
+            raise ValueError(f"{blocks} blocks of {block_s:g} s are too few to split three ways; use shorter blocks")
+        tensors = [torch.as_tensor(i, device=device) for i in indices]
+        return Split(*tensors, by, parts, block_samples)
+    order = np.arange(count) if by == "time" else rng.permutation(count)
+    order = torch.as_tensor(order, device=device)
     return Split(order[:first], order[first:second], order[second:], by)
 
 
 @dataclass
 class Choice:
-    """What :func:`choose_model` tried and kept: a row per latent size, the best model, its settings."""
+    """What :func:`choose_model` tried and kept: a table row per latent size, the best model, its settings."""
 
-    rows: list[dict]
+    per_latent: list[dict]
     model: object
     latent: int
     epochs: int
@@ -123,7 +177,7 @@ def choose_model(
     validation_anomalous = np.asarray(validation_anomalous, bool)
     if len(validation_anomalous) != len(validation_beats):
         raise ValueError(f"{len(validation_beats)} validation beats but {len(validation_anomalous)} labels")
-    rows, best = [], None
+    per_latent, best = [], None
     for latent in latents:
         per_epoch = []
 
@@ -148,7 +202,7 @@ def choose_model(
             after_epoch=judge,
         )
         top = max(range(len(per_epoch)), key=lambda e: (per_epoch[e], -e))
-        rows.append(
+        per_latent.append(
             {
                 "latent": latent,
                 "best epoch": top + 1,
@@ -159,7 +213,7 @@ def choose_model(
         )
     value, latent, epoch, model = best
     model.eval()
-    return Choice(rows, model, latent, epoch, value[0])
+    return Choice(per_latent, model, latent, epoch, value[0])
 
 
 def threshold_at_rate(scores, anomalous) -> float:
@@ -178,27 +232,27 @@ def threshold_at_rate(scores, anomalous) -> float:
 def flag_table(scores, contexts, threshold: float) -> list[dict]:
     """Per context: how many beats there are and how many score at or above ``threshold`` (flagged).
 
-    >>> rows = flag_table([3.0, 0.1, 2.0, 0.2], np.array(["ectopic", "normal", "normal", "noise burst"]), 1.0)
-    >>> [(r["context"], r["beats"], r["flagged"]) for r in rows]
-    [('ectopic', 1, 1), ('noise burst', 1, 0), ('normal', 2, 1)]
+    >>> table = flag_table([3.0, 0.1, 2.0, 0.2], np.array(["ventricular", "normal", "normal", "noise"]), 1.0)
+    >>> [(r["context"], r["beats"], r["flagged"]) for r in table]
+    [('ventricular', 1, 1), ('noise', 1, 0), ('normal', 2, 1)]
     """
     scores, contexts = np.asarray(scores), np.asarray(contexts)
     if scores.shape != contexts.shape:
         raise ValueError(f"need one context per score, got {scores.shape} and {contexts.shape}")
     flagged = scores >= threshold
-    rows = []
+    table = []
     for name in CONTEXTS:
         chosen = contexts == name
         if chosen.any():
             count, hits = int(chosen.sum()), int(flagged[chosen].sum())
-            rows.append({"context": name, "beats": count, "flagged": hits, "share flagged": hits / count})
-    return rows
+            table.append({"context": name, "beats": count, "flagged": hits, "share flagged": hits / count})
+    return table
 
 
-def summary(rows: list[dict]) -> dict[str, float]:
-    """Recall of each anomaly kind and the precision of all flags, from :func:`flag_table`'s rows."""
-    by_name = {r["context"]: r for r in rows}
-    flagged = sum(r["flagged"] for r in rows)
+def summary(flags: list[dict]) -> dict[str, float]:
+    """Recall of each anomaly kind and the precision of all flags, from :func:`flag_table`'s table."""
+    by_name = {r["context"]: r for r in flags}
+    flagged = sum(r["flagged"] for r in flags)
     true = sum(by_name[name]["flagged"] for name in ANOMALIES if name in by_name)
     out = {f"recall {name}": by_name[name]["share flagged"] for name in ANOMALIES if name in by_name}
     out["precision"] = true / flagged if flagged else float("nan")
@@ -209,7 +263,7 @@ def summary(rows: list[dict]) -> dict[str, float]:
 class Judgement:
     """The test beats judged: the flag table, their scores and contexts, and the validation threshold."""
 
-    rows: list[dict]
+    flags: list[dict]
     scores: np.ndarray
     contexts: np.ndarray
     threshold: float
@@ -220,12 +274,12 @@ def judge_test(model, beats, split: Split, peaks, r_peaks, labels) -> Judgement:
     from support.ecg import vae
 
     peaks = np.asarray(peaks)
-    rows = {name: getattr(split, name).cpu().numpy() for name in ("validation", "test")}
+    indices = {name: getattr(split, name).cpu().numpy() for name in ("validation", "test")}
     validation_scores = vae.anomaly_scores(model, beats[split.validation]).cpu().numpy()
-    anomalous = true_labels_of(peaks[rows["validation"]], r_peaks, labels) != NORMAL
+    anomalous = true_labels_of(peaks[indices["validation"]], r_peaks, labels) != NORMAL
     threshold = threshold_at_rate(validation_scores, anomalous)
     test_scores = vae.anomaly_scores(model, beats[split.test]).cpu().numpy()
-    contexts = beat_context(peaks[rows["test"]], r_peaks, labels)
+    contexts = beat_context(peaks[indices["test"]], r_peaks, labels)
     return Judgement(flag_table(test_scores, contexts, threshold), test_scores, contexts, threshold)
 
 
@@ -241,10 +295,10 @@ def evaluate_recording(ecg, *, by: str = "random", latents=(2, 4, 8), epochs: in
     found = pipeline.find_beats(ecg.signal, pipeline.PipelineConfig(fs=ecg.fs, seed=seed, progress=False))
     tensor = pipeline.to_torch(found.matrix)
     peaks = to_host(found.peaks)
-    split = split_rows(len(found), by=by, seed=seed, device=tensor.device)
+    split = split_rows(len(found), by=by, seed=seed, device=tensor.device, peaks=peaks, fs=ecg.fs)
     anomalous = true_labels_of(peaks[split.validation.cpu().numpy()], ecg.r_peaks, ecg.labels) != NORMAL
     choice = choose_model(
         tensor[split.train], tensor[split.validation], anomalous, latents=latents, epochs=epochs, seed=seed
     )
     judged = judge_test(choice.model, tensor, split, peaks, ecg.r_peaks, ecg.labels)
-    return {"split": by, "latent": choice.latent, "epochs": choice.epochs} | summary(judged.rows)
+    return {"split": by, "latent": choice.latent, "epochs": choice.epochs} | summary(judged.flags)

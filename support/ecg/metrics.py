@@ -45,3 +45,16 @@ def precision_at_rate(scores, labels) -> float:
     scores, labels = _checked(scores, labels)
     flagged = np.argsort(-scores, kind="stable")[: labels.sum()]
     return float(labels[flagged].mean())
+
+
+def average_precision(scores, labels) -> float:
+    """The mean of the precision at the rank of each anomaly, beats ranked by score (ties broken by order).
+
+    >>> average_precision([0.9, 0.8, 0.7, 0.1], [1, 0, 1, 0])
+    0.8333333333333333
+    """
+    scores, labels = _checked(scores, labels)
+    ranked = labels[np.argsort(-scores, kind="stable")]
+    hits = np.cumsum(ranked)
+    precision = hits / np.arange(1, len(ranked) + 1)
+    return float(precision[ranked].mean())

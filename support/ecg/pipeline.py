@@ -32,7 +32,7 @@ import numpy as np
 from support.arrays import array_module, synchronize, to_host
 from support.ecg import beats as beat_tools
 from support.ecg import detection, kernels, reading, vae
-from support.ecg.synthetic import KINDS, NORMAL
+from support.ecg.synthetic import KINDS, NORMAL, is_ectopic
 from support.memory import MemoryUse, memory_scope
 
 STAGES = ("read", "convolve", "gate", "lengths", "embed", "to torch", "train", "score")
@@ -156,11 +156,11 @@ def to_torch(matrix):
 
 
 def split(count: int, fraction: float, seed: int, device) -> tuple:
-    """A random split of ``count`` rows into training and test rows, drawn on ``device``."""
+    """A random split of ``count`` rows into training and test rows, on ``device``."""
     import torch
 
-    generator = torch.Generator(device=device).manual_seed(seed)
-    order = torch.randperm(count, device=device, generator=generator)
+    # drawn on the host with NumPy, so that a seed gives the same split on either side
+    order = torch.as_tensor(np.random.default_rng(seed).permutation(count), device=device)
     cut = int(round(fraction * count))
     if cut < 2 or cut >= count:
         raise reading.SignalError(f"{count} beats are too few to split into training and test sets")
@@ -257,10 +257,13 @@ def evaluate_scores(scores, labels) -> dict[str, float]:
         "auroc": metrics.auroc(scores, anomalous),
         "precision_at_rate": metrics.precision_at_rate(scores, anomalous),
     }
-    for label, name in KINDS.items():  # each kind of anomaly against the normal beats alone
-        chosen = (labels == label) | (labels == NORMAL)
-        if label != NORMAL and (labels == label).any() and (labels == NORMAL).any():
-            quality[f"auroc {name} vs normal"] = metrics.auroc(scores[chosen], labels[chosen] == label)
+    normal = labels == NORMAL
+    groups = {name: labels == label for label, name in KINDS.items() if label != NORMAL}
+    groups["ectopic"] = is_ectopic(labels)  # S, V and F together
+    for name, members in groups.items():  # each kind of anomaly against the normal beats alone
+        if members.any() and normal.any():
+            chosen = members | normal
+            quality[f"auroc {name} vs normal"] = metrics.auroc(scores[chosen], members[chosen])
     return quality
 
 

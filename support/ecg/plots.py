@@ -67,21 +67,31 @@ def lengths_figure(lengths, fs: float, bins: int = 120):
 
 
 def beats_figure(beats, labels, fs: float, per_kind: int = 30):
-    """The first ``per_kind`` embedded beats of each ground-truth kind, overlaid, aligned on the R peak.
+    """The first ``per_kind`` embedded beats of each ground-truth kind, aligned on the R peak, one panel per
+    kind (overlaid in one panel, the noisy rows hid the normal ones), each over the mean of the normal rows
+    drawn (grey) for comparison.
 
     Only those rows travel to the host.
     """
     xp = array_module(beats.matrix)
     labels = np.asarray(labels)
-    fig, ax = _figure(size=(7, 2.8))
+    present = [(label, name) for label, name in KINDS.items() if (labels == label).any()]
+    fig, axes = _figure(1, len(present), size=(2.1 * len(present) + 0.6, 2.6))
+    axes = np.atleast_1d(axes)
     t = (np.arange(beats.window.width) - beats.window.anchor) / fs
-    for label, name in KINDS.items():
+    normal_rows = np.flatnonzero(labels == 0)[:per_kind]
+    reference = to_host(beats.matrix[xp.asarray(normal_rows)]).mean(axis=0) if len(normal_rows) else None
+    for ax, (label, name) in zip(axes, present, strict=True):
         rows = np.flatnonzero(labels == label)[:per_kind]
-        if len(rows):
-            ax.plot(t, to_host(beats.matrix[xp.asarray(rows)]).T, linewidth=0.5, color=f"C{label}", alpha=0.6)
-        ax.plot([], [], color=f"C{label}", label=name)
-    ax.set(xlabel="time from R peak (s)", ylabel="mV", title=f"{per_kind} embedded beats of each kind")
-    ax.legend(loc="upper right")
+        ax.plot(t, to_host(beats.matrix[xp.asarray(rows)]).T, linewidth=0.5, color=f"C{label}", alpha=0.5)
+        if reference is not None and label != 0:
+            ax.plot(t, reference, color="0.3", linewidth=1.2, linestyle="--", zorder=3)
+        ax.set_title(f"{name} ({len(rows)})", fontsize=9)
+        ax.set_xlabel("s from R", fontsize=8)
+    axes[0].set_ylabel("mV")
+    for ax in axes[1:]:
+        ax.sharey(axes[0])
+    fig.suptitle(f"up to {per_kind} embedded beats of each kind (dashed: mean normal beat)", fontsize=9)
     return fig
 
 

@@ -1,20 +1,40 @@
-"""What the CUDA Array Interface's synchronization costs a Numba kernel launch.
+"""What Numba's synchronisation on the CUDA Array Interface costs, and which arguments it applies to.
 
-At every launch Numba reads ``__cuda_array_interface__`` of each array argument that is not its own device
-array. When the interface names a stream (CuPy's does, ``"stream": 1``), Numba first synchronizes with that
-stream, so that the producer's pending writes are done before the kernel reads. The environment variable
-``NUMBA_CUDA_ARRAY_INTERFACE_SYNC=0`` turns that off; Numba reads it once, at import, so each setting is
-measured in a fresh process (:mod:`support.fresh_process`).
+Since numba-cuda 0.25 (NVIDIA/numba-cuda PR 703) a kernel argument is turned into a cuda.core
+``StridedMemoryView``: an argument that has ``__dlpack__`` (a CuPy array, a PyTorch tensor) through
+``StridedMemoryView.from_dlpack`` with the launch stream, so the producer orders its own pending work before the
+kernel (on the GPU); only an argument that speaks the CUDA Array Interface alone goes through
+``from_cuda_array_interface``, and for it Numba also synchronises the stream the interface names, on the host,
+unless ``NUMBA_CUDA_ARRAY_INTERFACE_SYNC=0`` (``numba_cuda/numba/cuda/cudadrv/devicearray.py``,
+``_to_strided_memory_view``, in 0.30.4). ``cuda.as_cuda_array(x)`` reads the interface whatever else ``x`` speaks,
+and synchronises likewise unless ``sync=False`` or the variable says no.
 
-Turning it off is safe when the producer's work and the kernel are on the same stream, or when the program
-waits for the producer itself (``stream.synchronize()``) before launching.
+Numba reads the variable once, at import, so each setting is measured in a fresh process
+(:mod:`support.fresh_process`): :func:`launch_overhead` times a tiny kernel launched on each kind of argument,
+:func:`launch_behind_busy_gpu` times one launch while the GPU is busy with queued work, where a host wait shows.
 """
 
 from __future__ import annotations
 
 #: The array arguments measured, in the order of the table.
-ARGUMENT_KINDS = ("Numba device array", "CuPy array", "PyTorch tensor")
+ARGUMENT_KINDS = ("Numba device array", "CuPy array", "PyTorch tensor", "CAI-only object")
 SYNC_VARIABLE = "NUMBA_CUDA_ARRAY_INTERFACE_SYNC"
+
+
+class InterfaceOnly:
+    """An array that speaks the CUDA Array Interface and nothing else, naming CuPy's current stream, as a producer
+    without DLPack (a cuDF column, an RMM buffer, an older library) does."""
+
+    def __init__(self, array):
+        self.array = array
+
+    @property
+    def __cuda_array_interface__(self):
+        import cupy
+
+        described = dict(self.array.__cuda_array_interface__)
+        described["stream"] = cupy.cuda.get_current_stream().ptr or 1  # 1: the legacy default stream
+        return described
 
 
 def _check_counts(launches: int, repeat: int) -> None:
@@ -36,17 +56,35 @@ def launch_overhead(*, sync: bool, launches: int = 200, repeat: int = 7) -> dict
     )
 
 
-def measure_here(launches: int = 200, repeat: int = 7) -> dict[str, float]:
-    """Seconds per launch, in this process: ``launches`` launches of a one-line kernel per repeat, wall clock,
-    median of ``repeat`` after a warm-up, on a 1024-element float32 array of each kind."""
+def launch_behind_busy_gpu(*, sync: bool, busy_seconds: float = 0.03) -> dict[str, float]:
+    """Seconds one launch takes on the host while ``busy_seconds`` of work is queued, per argument kind, in a
+    fresh process with the variable on (``sync``) or off."""
+    from support import fresh_process
+
+    return fresh_process.call(
+        "support.interop.cai_sync:busy_here",
+        busy_seconds=busy_seconds,
+        what=f"the launch behind a busy GPU ({SYNC_VARIABLE}={int(sync)})",
+        env={SYNC_VARIABLE: "1" if sync else "0"},
+    )
+
+
+def _arguments():
     import cupy
     import numba.cuda
     import numpy as np
     import torch
 
-    from support.bench import time_wall
+    return {
+        "Numba device array": numba.cuda.to_device(np.zeros(1024, dtype=np.float32)),
+        "CuPy array": cupy.zeros(1024, dtype=cupy.float32),
+        "PyTorch tensor": torch.zeros(1024, dtype=torch.float32, device="cuda"),
+        "CAI-only object": InterfaceOnly(cupy.zeros(1024, dtype=cupy.float32)),
+    }
 
-    _check_counts(launches, repeat)
+
+def _kernel():
+    import numba.cuda
 
     @numba.cuda.jit
     def add_one(values):
@@ -54,19 +92,40 @@ def measure_here(launches: int = 200, repeat: int = 7) -> dict[str, float]:
         if i < values.size:
             values[i] += 1
 
-    arrays = {
-        "Numba device array": numba.cuda.to_device(np.zeros(1024, dtype=np.float32)),
-        "CuPy array": cupy.zeros(1024, dtype=cupy.float32),
-        "PyTorch tensor": torch.zeros(1024, dtype=torch.float32, device="cuda"),
-    }
+    return add_one
+
+
+def measure_here(launches: int = 200, repeat: int = 7) -> dict[str, float]:
+    """Seconds per launch, in this process: ``launches`` launches of a one-line kernel per repeat, wall clock,
+    median of ``repeat`` after a warm-up, on a 1024-element float32 array of each kind."""
+    import numba.cuda
+
+    from support.bench import time_wall
+
+    _check_counts(launches, repeat)
+    add_one = _kernel()
 
     def launch_all(values) -> None:
         for _ in range(launches):
             add_one[8, 128](values)
 
     seconds = {}
-    for kind, values in arrays.items():
+    for kind, values in _arguments().items():
         timing = time_wall(lambda v=values: launch_all(v), warmup=1, repeat=repeat)
         numba.cuda.synchronize()
         seconds[kind] = timing.median / launches
     return seconds
+
+
+def busy_here(busy_seconds: float = 0.03, repeat: int = 5) -> dict[str, float]:
+    """Seconds one launch keeps the host while ``busy_seconds`` of GPU work is queued on CuPy's current stream
+    (:func:`support.bench.time_behind_busy_gpu`), per argument kind, in this process."""
+    from support.bench import time_behind_busy_gpu
+
+    add_one = _kernel()
+    found = {}
+    for kind, values in _arguments().items():
+        add_one[8, 128](values)  # compiled for this kind before the clock runs
+        timing = time_behind_busy_gpu(lambda v=values: add_one[8, 128](v), busy_seconds=busy_seconds, repeat=repeat)
+        found[kind] = timing.median
+    return found

@@ -561,7 +561,7 @@ def refusal(obj, to: str) -> str:
 def describe_stream(value) -> str:
     """In words, a ``stream`` value a consumer passed to ``__dlpack__`` (see the DLPack specification)."""
     if value is None:
-        return "None: no stream (host memory, or no handshake)"
+        return "None: no stream named (CuPy and PyTorch take it as the legacy default stream)"
     if value == -1:
         return "-1: the producer must not synchronize"
     if value == 1:

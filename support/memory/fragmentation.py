@@ -10,7 +10,7 @@ The allocators (:data:`ALLOCATORS`), each capped at the same number of bytes by 
 
 - ``PyTorch caching allocator`` and ``PyTorch, expandable segments``: ``caching_allocator_alloc``/``_delete``,
   capped with ``torch.cuda.set_per_process_memory_fraction``; the second with
-  ``PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True``, which maps physical pages into one growing virtual
+  ``PYTORCH_ALLOC_CONF=expandable_segments:True`` (``PYTORCH_CUDA_ALLOC_CONF`` is the older name, still read), which maps physical pages into one growing virtual
   segment and can unmap the free ones;
 - ``RMM pool``: a ``PoolMemoryResource`` whose initial and maximum size are the cap;
 - ``cudaMallocAsync pool``: a pool of the driver's stream-ordered allocator created with ``maxSize`` set to the
@@ -31,7 +31,7 @@ from support.units import GIB, MIB, describe_bytes
 #: The allocators, and the environment each one's process needs (PyTorch's own setting is removed otherwise).
 ALLOCATORS: dict[str, dict[str, str]] = {
     "PyTorch caching allocator": {},
-    "PyTorch, expandable segments": {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"},
+    "PyTorch, expandable segments": {"PYTORCH_ALLOC_CONF": "expandable_segments:True"},
     "RMM pool": {},
     "cudaMallocAsync pool": {},
 }

@@ -5,7 +5,9 @@ of the GPU's memory when it starts, and a cuDF job in the same process (or anoth
 full. Its environment variables, read once when JAX starts (so each setting needs a fresh process):
 
 - ``XLA_PYTHON_CLIENT_PREALLOCATE=false``: grow on demand (and keep what it grew to);
-- ``XLA_PYTHON_CLIENT_MEM_FRACTION=.25``: preallocate a smaller share;
+- ``XLA_CLIENT_MEM_FRACTION=.25``: preallocate a smaller share (``XLA_PYTHON_CLIENT_MEM_FRACTION`` is the older
+  name, which JAX 0.11 still reads; with both set its GPU backend fails to start, and JAX runs on the CPU
+  without a word: :data:`JAX_VARIABLES` clears both);
 - ``XLA_PYTHON_CLIENT_ALLOCATOR=platform``: allocate and free each array exactly (slow, but holds nothing).
 
 :func:`probe_in_fresh_process` starts JAX with one setting, runs a little JAX work, and then tries a cuDF job of
@@ -29,9 +31,12 @@ from dataclasses import dataclass
 from support.memory.pools import MemorySetupError, summarize_error
 from support.units import GIB, describe_bytes
 
+#: The prefixes of JAX's memory variables, old and new names; a probe's process starts with none of them.
+JAX_VARIABLES = ("XLA_PYTHON_CLIENT_", "XLA_CLIENT_MEM_FRACTION")
+
 SETTINGS: dict[str, dict[str, str]] = {
     "preallocate 75 % (JAX's default)": {"XLA_PYTHON_CLIENT_PREALLOCATE": "true"},
-    "preallocate 25 %": {"XLA_PYTHON_CLIENT_PREALLOCATE": "true", "XLA_PYTHON_CLIENT_MEM_FRACTION": ".25"},
+    "preallocate 25 %": {"XLA_PYTHON_CLIENT_PREALLOCATE": "true", "XLA_CLIENT_MEM_FRACTION": ".25"},
     "grow on demand": {"XLA_PYTHON_CLIENT_PREALLOCATE": "false"},
     "platform allocator": {"XLA_PYTHON_CLIENT_PREALLOCATE": "false", "XLA_PYTHON_CLIENT_ALLOCATOR": "platform"},
 }
@@ -43,7 +48,7 @@ def jax_environment_changes(setting: str, base: Mapping[str, str] | None = None)
     if setting not in SETTINGS:
         raise ValueError(f"unknown JAX memory setting {setting!r}; choose one of: {', '.join(SETTINGS)}")
     base = os.environ if base is None else base
-    return {key: None for key in base if key.startswith("XLA_PYTHON_CLIENT_")} | SETTINGS[setting]
+    return {key: None for key in base if key.startswith(JAX_VARIABLES)} | SETTINGS[setting]
 
 
 def jax_environment(setting: str, base: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -58,7 +63,7 @@ def preallocated_fraction(setting: str) -> float:
     variables = jax_environment(setting, {})
     if variables.get("XLA_PYTHON_CLIENT_PREALLOCATE", "true").lower() in ("false", "0"):
         return 0.0
-    return float(variables.get("XLA_PYTHON_CLIENT_MEM_FRACTION", ".75"))
+    return float(variables.get("XLA_CLIENT_MEM_FRACTION", ".75"))
 
 
 OPT_IN = "GPU_INTEROP_ALLOW_JAX_PREALLOCATION"
