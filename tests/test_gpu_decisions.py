@@ -89,7 +89,11 @@ def fake_gpu_modules(monkeypatch, *, numba_manager_is_rmm: bool, free: int = 10 
     rmm.mr = types.SimpleNamespace(
         available_device_memory=lambda: (free, 16 * GIB),
         CudaMemoryResource=lambda: "cuda",
-        PoolMemoryResource=lambda upstream, initial_pool_size: ("pool", upstream, initial_pool_size),
+        PoolMemoryResource=lambda upstream, initial_pool_size, maximum_pool_size=None: (
+            "pool",
+            upstream,
+            initial_pool_size,
+        ),
         StatisticsResourceAdaptor=lambda resource: ("statistics", resource),
         set_current_device_resource=set_resources.append,
     )

@@ -10,8 +10,8 @@ The allocators (:data:`ALLOCATORS`), each capped at the same number of bytes by 
 
 - ``PyTorch caching allocator`` and ``PyTorch, expandable segments``: ``caching_allocator_alloc``/``_delete``,
   capped with ``torch.cuda.set_per_process_memory_fraction``; the second with
-  ``PYTORCH_ALLOC_CONF=expandable_segments:True`` (``PYTORCH_CUDA_ALLOC_CONF`` is the older name, still read), which maps physical pages into one growing virtual
-  segment and can unmap the free ones;
+  ``PYTORCH_ALLOC_CONF=expandable_segments:True`` (``PYTORCH_CUDA_ALLOC_CONF`` is the older name, still
+  read), which maps physical pages into one growing virtual segment and can unmap the free ones;
 - ``RMM pool``: a ``PoolMemoryResource`` whose initial and maximum size are the cap;
 - ``cudaMallocAsync pool``: a pool of the driver's stream-ordered allocator created with ``maxSize`` set to the
   cap (``cudaMemPoolCreate``, CUDA 12.2 or later), allocated from with ``cudaMallocFromPoolAsync``.

@@ -6,7 +6,10 @@ already), makes that resource a pool, and counts its allocations. PyTorch's allo
 PyTorch first touches CUDA, and Numba's before Numba creates its CUDA context, so call it first.
 
 Resources are named the way the chapter names them (:data:`RESOURCE_KINDS`): ``cudaMalloc`` (no pool),
-``pool`` (RMM's pool over cudaMalloc) and ``cudaMallocAsync`` (the driver's stream-ordered pool).
+``pool`` (RMM's pool over cudaMalloc) and ``cudaMallocAsync`` (the driver's stream-ordered pool, RMM's
+``CudaAsyncMemoryResource``); ``cudaMallocAsync, releasing`` is the latter with ``release_threshold=0``, which
+gives freed memory back to the driver at each synchronization (RMM 26.10's default threshold keeps the pool's
+peak). :func:`memory_returned` measures what each gives back after a peak.
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ from dataclasses import dataclass, field
 from support.units import GIB, MIB, describe_bytes, round_up
 
 RESOURCE_KINDS = ("cudaMalloc", "pool", "cudaMallocAsync")
+#: The kinds whose memory after a peak :func:`memory_returned` compares.
+RELEASE_KINDS = (*RESOURCE_KINDS, "cudaMallocAsync, releasing")
 
 
 class MemorySetupError(RuntimeError):
@@ -71,9 +76,11 @@ class PoolReport:
 
     initial_size: int
     frameworks: list[str] = field(default_factory=list)
+    kind: str = "pool"
 
     def __str__(self) -> str:
-        return f"one RMM pool ({describe_bytes(self.initial_size)} to start, growing on demand) for " + ", ".join(
+        which = "RMM pool" if self.kind == "pool" else "pool of the driver's (cudaMallocAsync)"
+        return f"one {which} ({describe_bytes(self.initial_size)} to start, growing on demand) for " + ", ".join(
             self.frameworks
         )
 
@@ -81,8 +88,10 @@ class PoolReport:
 _active: PoolReport | None = None  # what use_one_pool set up in this process
 
 
-def use_one_pool(initial_size: int = 4 * GIB, *, statistics: bool = True) -> PoolReport:
+def use_one_pool(initial_size: int = 4 * GIB, *, statistics: bool = True, kind: str = "pool") -> PoolReport:
     """Make RMM's current resource a pool and route cuDF, CuPy, Numba and PyTorch allocations to it.
+
+    ``kind`` is RMM's ``pool`` (the default) or the driver's ``cudaMallocAsync`` (:data:`RESOURCE_KINDS`).
 
     Calling it again in the same process (a notebook cell run twice) returns what the first call set up.
     Raises :class:`MemorySetupError` when PyTorch already initialized CUDA (its caching allocator is in use),
@@ -99,11 +108,13 @@ def use_one_pool(initial_size: int = 4 * GIB, *, statistics: bool = True) -> Poo
         )
     import rmm
 
+    if kind not in ("pool", "cudaMallocAsync"):
+        raise MemorySetupError(f"one pool is RMM's 'pool' or the driver's 'cudaMallocAsync', not {kind!r}")
     free, total = rmm.mr.available_device_memory()
     check_pool_size(initial_size, free, total)
-    pool = rmm.mr.PoolMemoryResource(rmm.mr.CudaMemoryResource(), initial_pool_size=initial_size)
+    pool = make_resource(kind, pool_size=initial_size)
     rmm.mr.set_current_device_resource(rmm.mr.StatisticsResourceAdaptor(pool) if statistics else pool)
-    report = PoolReport(initial_size, ["cuDF"])
+    report = PoolReport(initial_size, ["cuDF"], kind)
     with contextlib.suppress(ImportError):
         import cupy
         from rmm.allocators.cupy import rmm_cupy_allocator
@@ -195,9 +206,9 @@ def check_frameworks_share_pool(nbytes: int = 8 * MIB) -> list[dict[str, object]
 
 
 def make_resource(kind: str, *, pool_size: int = GIB, maximum_size: int | None = None):
-    """A fresh RMM resource of one of :data:`RESOURCE_KINDS`; ``pool_size`` sizes the pools."""
-    if kind not in RESOURCE_KINDS:
-        raise ValueError(f"unknown resource kind {kind!r}; choose one of {', '.join(RESOURCE_KINDS)}")
+    """A fresh RMM resource of one of :data:`RELEASE_KINDS`; ``pool_size`` sizes the pools (0: start empty)."""
+    if kind not in RELEASE_KINDS:
+        raise ValueError(f"unknown resource kind {kind!r}; choose one of {', '.join(RELEASE_KINDS)}")
     import rmm
 
     if kind == "cudaMalloc":
@@ -206,7 +217,9 @@ def make_resource(kind: str, *, pool_size: int = GIB, maximum_size: int | None =
         return rmm.mr.PoolMemoryResource(
             rmm.mr.CudaMemoryResource(), initial_pool_size=pool_size, maximum_pool_size=maximum_size
         )
-    return rmm.mr.CudaAsyncMemoryResource(initial_pool_size=pool_size)
+    if kind == "cudaMallocAsync, releasing":
+        return rmm.mr.CudaAsyncMemoryResource(initial_pool_size=pool_size or None, release_threshold=0)
+    return rmm.mr.CudaAsyncMemoryResource(initial_pool_size=pool_size or None)
 
 
 @contextlib.contextmanager
@@ -262,3 +275,40 @@ def summarize_error(message: str) -> str:
     """
     text = message.strip().splitlines()[0] if message.strip() else "no detail"
     return text.rsplit(": ", 1)[-1] if len(text) > 120 else text
+
+
+def returned_here(kind: str, peak_bytes: int) -> dict[str, float]:
+    """In this process: make a ``kind`` resource current, allocate ``peak_bytes`` in 256 MiB buffers, free them,
+    synchronize, and report the device memory the process held at the peak and still holds after (bytes, from
+    the driver's free memory)."""
+    import cupy
+    import rmm
+
+    def free_memory() -> int:
+        return cupy.cuda.runtime.memGetInfo()[0]
+
+    resource = make_resource(kind, pool_size=0)
+    before = free_memory()
+    with using_resource(resource):
+        buffers = [rmm.DeviceBuffer(size=256 * MIB) for _ in range(max(peak_bytes // (256 * MIB), 1))]
+        at_peak = free_memory()
+        del buffers
+        cupy.cuda.runtime.deviceSynchronize()
+        after = free_memory()
+    return {"held at the peak": before - at_peak, "held after freeing": before - after}
+
+
+def memory_returned(kinds=RELEASE_KINDS, peak_bytes: int = 4 * GIB) -> dict[str, dict[str, float]]:
+    """What each kind of resource holds at a peak of ``peak_bytes`` and gives back after it, each in a fresh
+    process (a pool that keeps its peak would otherwise count for every kind after it)."""
+    from support import fresh_process
+
+    unknown = [kind for kind in kinds if kind not in RELEASE_KINDS]
+    if unknown:
+        raise ValueError(f"unknown resource kind {unknown[0]!r}; choose from {', '.join(RELEASE_KINDS)}")
+    return {
+        kind: fresh_process.call(
+            "support.memory.pools:returned_here", kind=kind, peak_bytes=peak_bytes, what=f"the peak under {kind}"
+        )
+        for kind in kinds
+    }
