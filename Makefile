@@ -83,8 +83,11 @@ $(VENV)/.installed-test: pyproject.toml | $(VENV)/bin/python
 	fi
 	touch $@
 
+# Sphinx copies _static/ only when a page is rewritten: a changed style sheet rebuilds every page (--all).
+STATIC_CHANGED = $(shell [ -e _build/html/.buildinfo ] && find _static -newer _build/html/.buildinfo -print -quit)
+
 book: $(BOOK_DEPS)
-	$(PY) -c 'from jupyter_book.cli.main import main; main()' build . --builder html --warningiserror --nitpick --keep-going
+	$(PY) -c 'from jupyter_book.cli.main import main; main()' build . --builder html --warningiserror --nitpick --keep-going $(if $(STATIC_CHANGED),--all)
 
 test: $(TEST_DEPS)
 	$(PY) -m pytest $(PYTEST_ARGS)
