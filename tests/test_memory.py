@@ -349,17 +349,40 @@ def test_out_of_memory_inside_a_cap_becomes_an_error_that_names_it():
         raise KeyError("not about memory")
 
 
-def test_managed_bytes_held_counts_through_the_process_resource(monkeypatch):
+def fake_rmm(counted_bytes=0):
     from types import SimpleNamespace
+
+    def statistics(base):
+        return SimpleNamespace(base=base, allocation_counts=SimpleNamespace(current_bytes=counted_bytes))
+
+    mr = SimpleNamespace(
+        ManagedMemoryResource=lambda: "cudaMallocManaged",
+        experimental=SimpleNamespace(CudaAsyncManagedMemoryResource=lambda: "CUDA 13 managed pool"),
+        LimitingResourceAdaptor=lambda base, allocation_limit: ("limited", base, allocation_limit),
+        StatisticsResourceAdaptor=statistics,
+        available_device_memory=lambda: (10 * GIB, 16 * GIB),
+    )
+    return SimpleNamespace(mr=mr)
+
+
+def test_every_managed_route_of_a_process_shares_one_guarded_ledger(monkeypatch):
+    import sys
 
     from support.memory import managed
 
-    monkeypatch.setattr(managed, "_MANAGED", [])
-    assert managed.managed_bytes_held() == 0  # nothing allocated yet: no resource made, no RMM needed
-    counted = SimpleNamespace(allocation_counts=SimpleNamespace(current_bytes=3 * GIB))
-    monkeypatch.setattr(managed, "_MANAGED", [counted])
-    monkeypatch.setattr(managed, "_managed_resource", lambda: counted)  # no RMM on a CPU machine
-    assert managed.managed_bytes_held() == 3 * GIB
+    monkeypatch.setitem(sys.modules, "rmm", fake_rmm(counted_bytes=3 * GIB))
+    monkeypatch.setattr(managed, "_LEDGER", {})
+    assert managed.managed_bytes_held() == 0  # nothing allocated yet: no ledger made
+    first = managed.ledger(environ={})
+    assert first.base == ("limited", "cudaMallocManaged", 10 * GIB)  # limited at the free memory
+    assert managed.ledger(environ={}) is first and managed.managed_bytes_held() == 3 * GIB
+    with pytest.raises(managed.MemorySetupError, match="one process keeps one ledger"):
+        managed.ledger("async", environ={})
+    monkeypatch.setattr(managed, "_LEDGER", {})
+    opted = managed.ledger("async", environ={managed.OPT_IN: "1"})
+    assert opted.base == "CUDA 13 managed pool"  # counted, not limited
+    with pytest.raises(ValueError, match="unknown managed resource 'huge'"):
+        managed.ledger("huge")
 
 
 def test_host_view_is_the_same_bytes_seen_from_numpy():
@@ -393,3 +416,19 @@ def test_the_budgeted_workload_exposes_no_column_to_another_library():
     source = Path(workload.__file__).read_text(encoding="utf-8")
     for handoff in (".values", "to_cupy", "__cuda_array_interface__", "dlpack", "as_tensor", "asarray"):
         assert handoff not in source, f"support/memory/workload.py hands a column out with {handoff}"
+
+
+def test_oversubscription_is_sized_from_the_free_memory_and_runs_only_when_opted_in():
+    from support.memory import oversubscription
+
+    experiment = oversubscription.plan(20 * GIB, room=2 * GIB, over=2.0)
+    assert (experiment.ballast, experiment.room, experiment.managed) == (18 * GIB, 2 * GIB, 4 * GIB)
+    assert experiment.managed > experiment.free - experiment.ballast  # more than the GPU has left
+    assert "2.0× what is left" in experiment.describe()
+    for bad, match in ((dict(over=1.0), "above 1"), (dict(room=1), "at least 256 MiB"), (dict(room=30 * GIB), "free")):
+        with pytest.raises(ValueError, match=match):
+            oversubscription.plan(20 * GIB, **bad)
+    skipped = oversubscription.run_if_opted_in(environ={}, free=20 * GIB)
+    assert skipped["outcome"].startswith("skipped") and "GPU_INTEROP_ALLOW_OVERSUBSCRIPTION=1" in skipped["outcome"]
+    assert skipped["ballast"] == 16 * GIB  # the default room of 4 GiB
+    assert oversubscription.skipped_reason({"GPU_INTEROP_ALLOW_OVERSUBSCRIPTION": "1"}) is None

@@ -9,9 +9,11 @@ set once per process (``python -m support.memory.budget MODE --budget-bytes N``)
   ``FailureCallbackResourceAdaptor``, and when an allocation fails it moves spillable buffers to host memory and
   tries again); the run reports cuDF's spill statistics (``spill_stats=1``);
 - ``chunked``: the same budget and pool, the workload a slice of the orders at a time;
-- ``managed``, ``managed pool`` and ``managed pool + prefetch``: managed memory behind
-  :func:`guarded_managed_resource` instead of the budget, bare, under an RMM pool, and under a pool that
-  prefetches every allocation to the GPU (``PrefetchResourceAdaptor``, what cudf.pandas uses by default);
+- ``managed``, ``managed pool`` and ``managed pool + prefetch``: managed memory from the process's ledger
+  (:func:`support.memory.managed.ledger`, which refuses more than the free memory) instead of the budget, bare,
+  under an RMM pool, and under a pool that prefetches every allocation to the GPU (``PrefetchResourceAdaptor``,
+  what cudf.pandas uses by default); ``managed async``: CUDA 13's pool of managed memory
+  (``CudaAsyncManagedMemoryResource``, experimental in RMM 26.10), from a ledger of that kind;
 - ``torch pool``, ``torch managed``, ``torch managed pool`` and ``torch managed pool + prefetch``: one PyTorch
   training step whose batch needs more than the budget, with PyTorch allocating through RMM: from a device pool
   under the budget, from bare managed memory, from a pool over managed memory, or from such a pool that also
@@ -37,29 +39,12 @@ MODES = (
     "managed",
     "managed pool",
     "managed pool + prefetch",
+    "managed async",
     "torch pool",
     "torch managed",
     "torch managed pool",
     "torch managed pool + prefetch",
 )
-
-
-def guarded_managed_resource(environ=None):
-    """RMM managed memory whose total allocations may not exceed the GPU's free memory (unless opted in).
-
-    The guard of :mod:`support.memory.managed` as a resource: a ``LimitingResourceAdaptor`` at the free device
-    memory over a ``ManagedMemoryResource``, so every allocation of the process through it is checked, not only
-    the first. With ``GPU_INTEROP_ALLOW_OVERSUBSCRIPTION=1`` the bare managed resource is returned.
-    """
-    import rmm
-
-    from support.memory.managed import opted_in
-
-    managed = rmm.mr.ManagedMemoryResource()
-    if opted_in(environ):
-        return managed
-    free, _ = rmm.mr.available_device_memory()
-    return rmm.mr.LimitingResourceAdaptor(managed, allocation_limit=free)
 
 
 @dataclass(frozen=True)
@@ -102,8 +87,10 @@ def _set_resource(mode: str, budget: int):
     import rmm
 
     if "managed" in mode:
-        base = guarded_managed_resource()
-        if mode not in ("torch managed", "managed"):  # the bare resource, or a pool over it
+        from support.memory.managed import ledger
+
+        base = ledger("async" if mode.endswith("async") else "cudaMallocManaged")
+        if mode not in ("torch managed", "managed", "managed async"):  # the bare resource, or a pool over it
             base = rmm.mr.PoolMemoryResource(base, initial_pool_size=256 * 2**20)
         if mode.endswith("+ prefetch"):
             base = rmm.mr.PrefetchResourceAdaptor(base)

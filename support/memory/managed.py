@@ -13,10 +13,15 @@ on the machine. :func:`check_managed_request` refuses such a request unless the 
 
 The guard counts what the process already holds. Managed memory that no kernel has touched yet does not lower
 the free memory the driver reports, so checking each request alone would let ten requests of 60 % of the free
-memory through, one after another. :func:`managed_array` therefore allocates through one process-wide
-``StatisticsResourceAdaptor`` over the managed resource and checks the new request *plus the managed bytes still
-allocated* against the free memory (pages already moved to the GPU are then counted twice: the guard errs on
-the safe side).
+memory through, one after another. Every managed route the book offers therefore allocates through one
+process-wide **ledger** (:func:`ledger`): a ``LimitingResourceAdaptor`` at the free device memory (when the
+ledger is made) over the managed resource, under a ``StatisticsResourceAdaptor`` that counts what is held.
+:func:`managed_array` checks the new request *plus the managed bytes still held* against the free memory
+first, for a message that says what to do; the pools and the budget runs of :mod:`support.memory.budget` grow
+from the ledger, so the limit refuses what they would add beyond it (pages already moved to the GPU are counted
+twice: the guard errs on the safe side). The base is ``cudaMallocManaged`` (RMM's ``ManagedMemoryResource``) or,
+with ``kind="async"``, CUDA 13's pool of managed memory (``rmm.mr.experimental.CudaAsyncManagedMemoryResource``);
+a process has one ledger, of one kind.
 """
 
 from __future__ import annotations
@@ -66,21 +71,42 @@ def check_managed_request(
         )
 
 
-_MANAGED = []  # the process's counted managed resource, made on first use
+_LEDGER: dict[str, object] = {}  # the process's one ledger, made on first use: kind -> resource
+
+#: The managed resources a ledger can be made over.
+LEDGER_KINDS = ("cudaMallocManaged", "async")
 
 
-def _managed_resource():
-    """One ``StatisticsResourceAdaptor`` over RMM's ``ManagedMemoryResource`` for the whole process."""
-    import rmm
+def ledger(kind: str = "cudaMallocManaged", environ: Mapping[str, str] | None = None):
+    """The process's one counted, guarded managed resource (see the module's docstring).
 
-    if not _MANAGED:
-        _MANAGED.append(rmm.mr.StatisticsResourceAdaptor(rmm.mr.ManagedMemoryResource()))
-    return _MANAGED[0]
+    Made on first use, over ``kind``; asking for the other kind later raises :class:`MemorySetupError`. With
+    ``GPU_INTEROP_ALLOW_OVERSUBSCRIPTION=1`` it counts but does not limit.
+    """
+    if kind not in LEDGER_KINDS:
+        raise ValueError(f"unknown managed resource {kind!r}; choose one of {', '.join(LEDGER_KINDS)}")
+    if _LEDGER and kind not in _LEDGER:
+        raise MemorySetupError(
+            f"this process's managed memory is counted over {next(iter(_LEDGER))!r} already; one process keeps "
+            f"one ledger: use a fresh process for {kind!r}"
+        )
+    if not _LEDGER:
+        import rmm
+
+        if kind == "async":
+            base = rmm.mr.experimental.CudaAsyncManagedMemoryResource()
+        else:
+            base = rmm.mr.ManagedMemoryResource()
+        if not opted_in(environ):
+            free, _ = rmm.mr.available_device_memory()
+            base = rmm.mr.LimitingResourceAdaptor(base, allocation_limit=free)
+        _LEDGER[kind] = rmm.mr.StatisticsResourceAdaptor(base)
+    return _LEDGER[kind]
 
 
 def managed_bytes_held() -> int:
-    """Managed bytes allocated by :func:`managed_array` and not yet freed, in this process."""
-    return int(_managed_resource().allocation_counts.current_bytes) if _MANAGED else 0
+    """Managed bytes allocated through the ledger and not yet freed, in this process (any route)."""
+    return int(next(iter(_LEDGER.values())).allocation_counts.current_bytes) if _LEDGER else 0
 
 
 def managed_array(shape, dtype=np.float32):
@@ -90,7 +116,7 @@ def managed_array(shape, dtype=np.float32):
 
     nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
     check_managed_request(nbytes, *rmm.mr.available_device_memory(), held=managed_bytes_held())
-    buffer = rmm.DeviceBuffer(size=nbytes, mr=_managed_resource())
+    buffer = rmm.DeviceBuffer(size=nbytes, mr=ledger(next(iter(_LEDGER), "cudaMallocManaged")))
     memory = cupy.cuda.UnownedMemory(buffer.ptr, nbytes, buffer)
     return cupy.ndarray(shape, dtype=dtype, memptr=cupy.cuda.MemoryPointer(memory, 0))
 
@@ -213,3 +239,49 @@ def first_pass_ways(nbytes: int) -> dict[str, object]:
         "advice: read mostly, page faults": (read_mostly, lambda: float(read_mostly.sum())),
         "advice: stays on the host, GPU reads it there": (remote, lambda: float(remote.sum())),
     }
+
+
+#: The ways a managed array can be given to the GPU for more than one pass: advice (set once, sticking to the
+#: allocation) and whether the first pass is preceded by a prefetch.
+REUSE_WAYS = {
+    "page faults": ((), False),
+    "prefetch": ((), True),
+    "advice: read mostly": ((("read mostly", 0),), False),
+    "advice: read mostly, and prefetch": ((("read mostly", 0),), True),
+    "advice: stays on the host, GPU reads it there": ((("preferred location", None), ("accessed by", 0)), False),
+    "advice: prefers the GPU, and prefetch": ((("preferred location", 0),), True),
+}
+
+
+def time_two_passes(nbytes: int, way: str, *, repeat: int = 5) -> tuple[object, object]:
+    """CUDA-event times of a first and a second GPU pass (a sum) over ``nbytes`` of managed memory that the CPU has
+    just written, given to the GPU ``way`` (one of :data:`REUSE_WAYS`). The second pass is timed after an untimed
+    first one, so it sees where the first left the pages. One array at a time: it is freed before returning."""
+    if way not in REUSE_WAYS:
+        raise ValueError(f"unknown way {way!r}; choose one of {', '.join(REUSE_WAYS)}")
+    from support.bench import time_cuda
+
+    advice, prefetched = REUSE_WAYS[way]
+    array = managed_array((nbytes // 4,))
+    for name, device in advice:
+        advise(array, name, device)
+    host = host_view(array)
+    writes = iter(range(1, 1 << 30))
+
+    def write_on_host() -> None:
+        host[...] = next(writes)
+
+    def first_pass() -> float:
+        if prefetched:
+            prefetch(array)
+        return float(array.sum())
+
+    def write_then_first_pass() -> None:
+        write_on_host()
+        first_pass()
+
+    first = time_cuda(first_pass, label=f"{way}, first pass", warmup=1, repeat=repeat, setup=write_on_host)
+    second = time_cuda(
+        lambda: float(array.sum()), label=f"{way}, second pass", warmup=1, repeat=repeat, setup=write_then_first_pass
+    )
+    return first, second  # the array is freed with this function's closures
