@@ -106,8 +106,10 @@ def served_book(built_book):
 
 
 def test_every_page_loads_in_headless_chromium(built_book, served_book, skip_or_fail):
-    """One pass over every page at a laptop's width: every request and image loads, and every code cell (in the
-    text, an exercise or a solution) shows CODE_COLUMNS columns whole."""
+    """One pass over every page at a laptop's width: every request and image loads, every code cell (in the text,
+    an exercise or a solution) shows CODE_COLUMNS columns whole, and no output block or Markdown code block has
+    content wider than its box (a cut line is often the point of the cell). Then, in the same browser, one pass at
+    a phone's width: no page scrolls sideways as a whole."""
     if importlib.util.find_spec("playwright") is None:
         skip_or_fail("the browser check needs the playwright package (make test installs it in .venv)")
     executable = _chromium()
@@ -141,6 +143,16 @@ def test_every_page_loads_in_headless_chromium(built_book, served_book, skip_or_
             columns = page.eval_on_selector_all("div.cell_input pre", _COLUMNS_SHOWN)
             if columns and min(columns) < CODE_COLUMNS:
                 problems.append(f"{name}: a code cell shows {min(columns):.1f} columns, less than {CODE_COLUMNS}")
+            cut = page.eval_on_selector_all("div.cell_output pre, div.highlight pre", _WIDER_THAN_THEIR_BOX)
+            problems += [f"{name}: an output or code block is cut at {LAPTOP['width']} px: {line!r}" for line in cut]
+        page.set_viewport_size(PHONE)
+        for path in built_pages(built_book):
+            if _redirect_target(path):
+                continue
+            page.goto(url(path), wait_until="load")
+            if wider := page.evaluate(_PAGE_WIDER_THAN_WINDOW):
+                problems.append(f"{path.relative_to(built_book)}: scrolls sideways at {PHONE['width']} px: {wider}")
+        page.set_viewport_size(LAPTOP)
         first_chapter = built_book / f"{notebooks.toc_files()[0]}.html"
         page.goto(url(first_chapter), wait_until="load")
         assert page.locator("article h1").first.is_visible(), "the first chapter shows no title"
@@ -152,6 +164,31 @@ def test_every_page_loads_in_headless_chromium(built_book, served_book, skip_or_
 CODE_COLUMNS = notebooks.CODE_COLUMNS
 #: A common laptop's browser window: a code line of CODE_COLUMNS must show whole in it.
 LAPTOP = {"width": 1440, "height": 900}
+#: A phone's browser window: the page may not scroll sideways as a whole (code and output scroll in their boxes).
+PHONE = {"width": 390, "height": 844}
+
+#: The longest line (its start) of each output block and Markdown code block whose content is wider than its
+#: box; code cells are measured by _COLUMNS_SHOWN instead.
+_WIDER_THAN_THEIR_BOX = """blocks => blocks
+  .filter(block => !block.closest('div.cell_input') && block.scrollWidth > block.clientWidth + 1)
+  .map(block => block.textContent.split('\\n').reduce((a, b) => (b.length > a.length ? b : a), '').slice(0, 80))"""
+
+#: null when the page is no wider than the window; else its width and the first element that sticks out past
+#: the window's edge outside a box that scrolls on its own (a code cell, a table's container).
+_PAGE_WIDER_THAN_WINDOW = """() => {
+  const width = window.innerWidth;
+  if (document.documentElement.scrollWidth <= width) return null;
+  const scrolls = element => {
+    for (let e = element.parentElement; e; e = e.parentElement) {
+      if (['auto', 'scroll', 'hidden'].includes(getComputedStyle(e).overflowX)) return true;
+    }
+    return false;
+  };
+  const culprit = [...document.querySelectorAll('article *')].find(
+    e => e.getBoundingClientRect().right > width + 1 && !scrolls(e));
+  const what = culprit ? `${culprit.tagName.toLowerCase()} ${JSON.stringify(culprit.textContent.slice(0, 60))}` : '';
+  return `${document.documentElement.scrollWidth} px wide ${what}`;
+}"""
 
 
 _COLUMNS_SHOWN = """blocks => blocks.map(block => {
