@@ -367,9 +367,10 @@ def main(argv: list[str] | None = None) -> int:
     claims: dict[str, list[dict]] = {}
     group = measure(args.notebooks, label, args.mode, parallel=args.parallel, limit_bytes=limit, claims=claims)
     record(group)
-    if not args.parallel:
+    found = {name: logged for name, logged in claims.items() if logged}
+    if found and not args.parallel:
         run = evidence.this_machine(label, args.mode, limit)
-        run.chapters = {name: found for name, found in claims.items() if found}
+        run.chapters = found
         evidence.record(run)
     print(
         f"{label}: {sum(c.passed for c in group.chapters)}/{len(group.chapters)} passed in {group.wall_seconds:.0f} s"
