@@ -22,15 +22,21 @@ def view_of(obj, stream_ptr: int):
 
 
 def cupy_over(view, owner=None):
-    """A CuPy array over the memory ``view`` describes: no copy. ``owner`` (the producer) is kept alive with it."""
+    """A CuPy array over the memory ``view`` describes: no copy. ``owner`` (the producer, by default the view,
+    which holds it) is kept alive with the array. cuda.core gives strides in elements, or None for a C-contiguous
+    array."""
     import cupy
     import numpy as np
 
     dtype = np.dtype(view.dtype)
     shape = tuple(view.shape)
-    strides = None if view.strides is None else tuple(s * dtype.itemsize for s in view.strides)
-    extent = dtype.itemsize * (1 + sum((n - 1) * abs(s) for n, s in zip(shape, view.strides or (), strict=False)))
     if view.strides is None:
-        extent = dtype.itemsize * int(np.prod(shape, dtype=np.int64))
-    memory = cupy.cuda.UnownedMemory(view.ptr, max(extent, dtype.itemsize), owner if owner is not None else view)
+        strides, extent = None, int(np.prod(shape, dtype=np.int64))
+    else:
+        if any(stride < 0 for stride in view.strides):
+            raise ValueError("a view with negative strides: make it contiguous first (a copy)")
+        strides = tuple(stride * dtype.itemsize for stride in view.strides)
+        extent = 1 + sum((n - 1) * stride for n, stride in zip(shape, view.strides, strict=True))
+    nbytes = max(extent, 1) * dtype.itemsize
+    memory = cupy.cuda.UnownedMemory(view.ptr, nbytes, view if owner is None else owner)
     return cupy.ndarray(shape, dtype=dtype, memptr=cupy.cuda.MemoryPointer(memory, 0), strides=strides)
