@@ -51,6 +51,24 @@ def test_make_book_builds_every_chapter(built_book):
         assert (built_book / f"{entry}.html").is_file(), f"{entry} was not built"
 
 
+def test_chapters_and_their_exercises_are_numbered_as_the_prose_says(built_book):
+    """The prose says "chapter 4": the sidebar and the title number chapter NN as NN (the root page, chapter 0, and
+    the pages for teachers and reviewers are not numbered), and exercises are numbered within their chapter
+    (chapter 2's first is Exercise 2.1, a chapter's second page goes on with its chapter's number)."""
+    for entry in notebooks.toc_files():
+        number = int(Path(entry).name[:2])
+        html = (built_book / f"{entry}.html").read_text(encoding="utf-8")
+        title = re.search(r"<title>(.*?)</title>", html, re.S).group(1)
+        shown = re.match(r"(\d+)\. ", title)
+        if entry == notebooks.toc_files()[0] or number >= 90 or entry.endswith("_watching_memory"):
+            assert shown is None, f"{entry} is numbered: {title}"
+        else:
+            assert shown and int(shown.group(1)) == number, f"{entry} is not numbered {number}: {title}"
+        exercises = re.findall(r'class="caption-number">Exercise ([\d.]+) <', html)
+        expected = [f"{number}.{k}" for k in range(1, len(exercises) + 1)]  # chapter 4's are on its second page
+        assert exercises == expected, f"{entry}: exercises numbered {exercises}"
+
+
 class _ImageSources(HTMLParser):
     def __init__(self):
         super().__init__()
