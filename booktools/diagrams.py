@@ -79,26 +79,61 @@ def draw_aos_vs_soa(threads: int = 8):
     return figure
 
 
+def _note(axes, centre_x, centre_y, text, color, size=7, pad=0.25):
+    """A note box centred at (``centre_x``, ``centre_y``), sized to its text (measured, plus ``pad`` on each side).
+
+    Returns its vertical extent, which the lifeline through it skips."""
+    from matplotlib.patches import Rectangle
+
+    label = axes.text(centre_x, centre_y, text, ha="center", va="center", fontsize=size, zorder=3)
+    extent = label.get_window_extent(axes.figure.canvas.get_renderer()).transformed(axes.transData.inverted())
+    width, height = extent.width + 2 * pad, extent.height + 2 * pad
+    axes.add_patch(
+        Rectangle(
+            (centre_x - width / 2, centre_y - height / 2), width, height, facecolor=color, edgecolor="black", lw=1
+        )
+    )
+    return centre_y - height / 2, centre_y + height / 2
+
+
+def _lifeline(axes, x, top, bottom, gaps):
+    """The dashed lifeline at ``x`` from ``top`` down to ``bottom``, interrupted where a note box sits on it."""
+    y = top
+    for low, high in sorted(gaps, reverse=True):
+        axes.plot([x, x], [y, high], color="#999999", lw=1, ls="--", zorder=1)
+        y = low
+    axes.plot([x, x], [y, bottom], color="#999999", lw=1, ls="--", zorder=1)
+
+
 def draw_dlpack_handshake():
-    """DLPack (left) and the CUDA Array Interface (right), as the calls between producer and consumer."""
+    """DLPack (left) and the CUDA Array Interface (right), as the calls between producer and consumer.
+
+    Each panel has a lifeline for the consumer and one for the producer; a call is an arrow between them with its
+    label between the lifelines, and a step of one side is a note box on its lifeline, sized to its text."""
     figure, axes = canvas(20, 10, size=(10, 5))
+    gaps: dict[float, list[tuple[float, float]]] = {}
     for left, title in ((0.3, "DLPack: torch.from_dlpack(x)"), (10.5, "CUDA Array Interface: cupy.asarray(t)")):
-        axes.text(left, 9.5, title, fontsize=10, weight="bold")
-        box(axes, left, 7.6, 3.4, 1.2, "consumer", "#e8eef7")
-        box(axes, left + 5.4, 7.6, 3.4, 1.2, "producer", "#fbeee6")
-        for x in (left + 1.7, left + 7.1):
-            axes.plot([x, x], [0.6, 7.6], color="#999999", lw=1, ls="--")
-    a, p = 0.3 + 1.7, 0.3 + 7.1
-    arrow(axes, (a, 6.9), (p, 6.9), "__dlpack__(stream=consumer's stream)")
-    box(axes, p - 2.0, 5.3, 4.0, 1.0, "event: the consumer's stream\nwaits for the producer's work", "#fbeee6", size=7)
-    arrow(axes, (p, 3.9), (a, 3.9), "capsule: pointer, shape, strides,\ndtype, device, deleter")
-    box(axes, a - 1.6, 2.3, 3.2, 1.0, "tensor views the\nsame memory", "#e8eef7", size=7)
-    arrow(axes, (a, 1.2), (p, 1.2), "tensor dropped: deleter(), the producer may free", color="#777777")
-    a, p = 10.5 + 1.7, 10.5 + 7.1
-    arrow(axes, (a, 6.9), (p, 6.9), "read __cuda_array_interface__")
-    arrow(axes, (p, 5.4), (a, 5.4), '{"data": (ptr, ro), "shape", "strides",\n"typestr", "stream": producer\'s}')
-    box(axes, a - 1.6, 3.3, 3.2, 1.0, "consumer syncs on\nproducer's stream", "#e8eef7", size=7)
-    box(axes, a - 1.6, 1.6, 3.2, 1.0, "keeps the producer\nobject alive", "#e8eef7", size=7)
+        axes.text(left, 9.4, title, fontsize=10, weight="bold")
+        box(axes, left, 8.0, 3.4, 0.9, "consumer", "#e8eef7")
+        box(axes, left + 5.4, 8.0, 3.4, 0.9, "producer", "#fbeee6")
+        gaps[left + 1.7], gaps[left + 7.1] = [], []
+
+    c, p = 0.3 + 1.7, 0.3 + 7.1
+    arrow(axes, (c, 6.8), (p, 6.8), "__dlpack__(stream=\nthe consumer's stream)")
+    gaps[p].append(_note(axes, p, 5.7, "event: the consumer's stream\nwaits for the producer's work", "#fbeee6"))
+    arrow(axes, (p, 3.7), (c, 3.7), "capsule: pointer, shape,\nstrides, dtype, device,\ndeleter")
+    gaps[c].append(_note(axes, c, 2.6, "tensor views the\nsame memory", "#e8eef7"))
+    arrow(axes, (c, 0.9), (p, 0.9), "tensor dropped: deleter(),\nthe producer may free", color="#777777")
+
+    c, p = 10.5 + 1.7, 10.5 + 7.1
+    arrow(axes, (c, 6.8), (p, 6.8), "read\n__cuda_array_interface__")
+    fields = '{"data": (pointer, read-only),\n"shape", "strides", "typestr",\n"stream": the producer\'s}'
+    arrow(axes, (p, 4.9), (c, 4.9), fields)
+    gaps[c].append(_note(axes, c, 3.7, "the consumer syncs on\nthe producer's stream", "#e8eef7"))
+    gaps[c].append(_note(axes, c, 2.1, "it keeps the producer's\nobject alive", "#e8eef7"))
+
+    for x, skipped in gaps.items():
+        _lifeline(axes, x, 8.0, 0.4, skipped)
     return figure
 
 
