@@ -125,9 +125,9 @@ def served_book(built_book):
 
 def test_every_page_loads_in_headless_chromium(built_book, served_book, skip_or_fail):
     """One pass over every page at a laptop's width: every request and image loads, every code cell (in the text,
-    an exercise or a solution) shows CODE_COLUMNS columns whole, and no output block or Markdown code block has
-    content wider than its box (a cut line is often the point of the cell). Then, in the same browser, one pass at
-    a phone's width: no page scrolls sideways as a whole."""
+    an exercise or a solution) shows CODE_COLUMNS columns whole, no output block or Markdown code block has
+    content wider than its box (a cut line is often the point of the cell), and one search box shows. Then, in the
+    same browser, one pass at a phone's width: no page scrolls sideways as a whole, and one search control shows."""
     if importlib.util.find_spec("playwright") is None:
         skip_or_fail("the browser check needs the playwright package (make test installs it in .venv)")
     executable = _chromium()
@@ -161,6 +161,9 @@ def test_every_page_loads_in_headless_chromium(built_book, served_book, skip_or_
             columns = page.eval_on_selector_all("div.cell_input pre", _COLUMNS_SHOWN)
             if columns and min(columns) < CODE_COLUMNS:
                 problems.append(f"{name}: a code cell shows {min(columns):.1f} columns, less than {CODE_COLUMNS}")
+            searches = page.eval_on_selector_all(_SEARCH_CONTROLS, _SHOWN)
+            if searches != 1 and path.name != "search.html":  # the search page has its own form besides
+                problems.append(f"{name}: {searches} search boxes show at {LAPTOP['width']} px, not one")
             cut = page.eval_on_selector_all("div.cell_output pre, div.highlight pre", _WIDER_THAN_THEIR_BOX)
             problems += [f"{name}: an output or code block is cut at {LAPTOP['width']} px: {line!r}" for line in cut]
         page.set_viewport_size(PHONE)
@@ -168,6 +171,9 @@ def test_every_page_loads_in_headless_chromium(built_book, served_book, skip_or_
             if _redirect_target(path):
                 continue
             page.goto(url(path), wait_until="load")
+            searches = page.eval_on_selector_all(_SEARCH_CONTROLS, _SHOWN)
+            if searches != 1 and path.name != "search.html":
+                problems.append(f"{path.relative_to(built_book)}: {searches} search controls at {PHONE['width']} px")
             if wider := page.evaluate(_PAGE_WIDER_THAN_WINDOW):
                 problems.append(f"{path.relative_to(built_book)}: scrolls sideways at {PHONE['width']} px: {wider}")
         page.set_viewport_size(LAPTOP)
@@ -190,6 +196,10 @@ PHONE = {"width": 390, "height": 844}
 _WIDER_THAN_THEIR_BOX = """blocks => blocks
   .filter(block => !block.closest('div.cell_input') && block.scrollWidth > block.clientWidth + 1)
   .map(block => block.textContent.split('\\n').reduce((a, b) => (b.length > a.length ? b : a), '').slice(0, 80))"""
+
+#: The theme's search field (in the sidebar) and search button (in the header bar): one of them shows at a time.
+_SEARCH_CONTROLS = ".search-button-field, .search-button, input[type=search]"
+_SHOWN = "elements => elements.filter(e => e.offsetParent !== null && e.getBoundingClientRect().width > 0).length"
 
 #: null when the page is no wider than the window; else its width and the first element that sticks out past
 #: the window's edge outside a box that scrolls on its own (a code cell, a table's container).
