@@ -225,6 +225,47 @@ def test_wfdb_record_written_by_the_test_reads_back_in_millivolts(tmp_path):
         reading.read_wfdb(tmp_path / "rec.dat")
 
 
+def test_mitbih_symbols_map_to_the_aami_classes():
+    mapping = reading.MITBIH_TO_AAMI
+    assert [mapping[s] for s in "NLRej"] == ["N"] * 5
+    assert [mapping[s] for s in "AaJS"] == ["S"] * 4
+    assert (mapping["V"], mapping["E"], mapping["F"], mapping["/"], mapping["f"], mapping["Q"]) == tuple("VVFQQQ")
+    for not_a_beat in '+~|x"[]!':
+        assert not_a_beat not in mapping
+    letters = [letter for letters in reading.AAMI_SYMBOLS.values() for letter in letters]
+    assert len(letters) == len(set(letters))  # no symbol in two classes
+
+
+def test_wfdb_annotations_come_with_the_record_as_aami_classes(tmp_path):
+    wfdb = pytest.importorskip("wfdb")
+    ecg = synthetic.synthesize(seconds=30, fs=360.0, seed=3)
+    wfdb.wrsamp(
+        "rec",
+        fs=360,
+        units=["mV"],
+        sig_name=["MLII"],
+        p_signal=ecg.signal.astype(np.float64)[:, None],
+        fmt=["16"],
+        adc_gain=[1000.0],
+        baseline=[0],
+        write_dir=str(tmp_path),
+    )
+    letters = {synthetic.NORMAL: "N", synthetic.SUPRAVENTRICULAR: "A", synthetic.VENTRICULAR: "V"}
+    symbols = np.array([letters.get(int(c), "F") for c in ecg.beat_classes])
+    samples = np.r_[ecg.r_peaks, ecg.r_peaks[3] + 20]  # and a change of signal quality, not a beat
+    symbols = np.append(symbols, "~")
+    order = np.argsort(samples, kind="stable")
+    wfdb.wrann("rec", "atr", samples[order], symbol=list(symbols[order]), write_dir=str(tmp_path))
+    recording = reading.read_wfdb(tmp_path / "rec", annotation="atr")
+    notes = recording.annotations
+    np.testing.assert_array_equal(notes.samples, ecg.r_peaks)
+    expected = np.where(ecg.beat_classes == synthetic.FUSION, synthetic.FUSION, ecg.beat_classes)
+    np.testing.assert_array_equal(notes.labels(), expected)
+    assert sum(notes.counts().values()) == len(ecg.r_peaks)
+    with pytest.raises(FileNotFoundError, match="no annotation file"):
+        reading.read_annotations(tmp_path / "rec", extension="qrs")
+
+
 def test_the_fastest_cpu_stages_compute_what_the_pipeline_computes(tmp_path):
     from support.ecg import cpu_peers, pipeline
 

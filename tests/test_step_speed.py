@@ -58,3 +58,16 @@ def test_time_steps_warms_up_then_reports_milliseconds_per_step(monkeypatch):
     assert ms == pytest.approx(0.2 * 1e3 / 40)
     with pytest.raises(ValueError, match="at least one step"):
         step_speed.time_steps(lambda: None, steps=0)
+
+
+def test_batch_sizes_are_timed_in_alternating_order(monkeypatch):
+    from support.ecg import step_speed
+
+    seen = []
+    monkeypatch.setattr(step_speed, "eager_step", lambda beats, size: size)
+    monkeypatch.setattr(step_speed, "time_steps", lambda step, steps, warmup: seen.append(step) or float(step))
+    result = step_speed.compare_batch_sizes(torch.zeros(8, 16), sizes=(512, 4096), rounds=4)
+    assert seen == [512, 4096, 4096, 512, 512, 4096, 4096, 512]
+    assert result == {512: 512.0, 4096: 4096.0}
+    with pytest.raises(ValueError, match="two rounds"):
+        step_speed.compare_batch_sizes(torch.zeros(8, 16), rounds=1)

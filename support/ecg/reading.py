@@ -42,6 +42,7 @@ class Recording:
     repaired: int = 0
     fs: float | None = None  # known for WFDB records; a CSV does not say
     column: object = None  # the cuDF column the samples were read into, when they share its memory
+    annotations: object = None  # BeatAnnotations of a WFDB record read with annotation=
 
 
 def _first_line(path: Path) -> str:
@@ -206,10 +207,12 @@ def repair_isolated_gaps(values, source: str, first_line: int = 1) -> Recording:
     return Recording(filled, source, repaired=count)
 
 
-def read_wfdb(record, *, channel: int | str = 0) -> Recording:
+def read_wfdb(record, *, channel: int | str = 0, annotation: str | None = None) -> Recording:
     """Read one channel of a WFDB record (``record`` is the path without extension) into host memory, in mV.
 
     Needs the ``wfdb`` package. Samples the record marks invalid become NaN and are repaired as in a CSV.
+    With ``annotation="atr"`` (the MIT-BIH databases' reference annotations), the beat annotations come too,
+    mapped to AAMI classes (:func:`read_annotations`), so that the detector can be scored per class.
     """
     try:
         import wfdb
@@ -232,7 +235,69 @@ def read_wfdb(record, *, channel: int | str = 0) -> Recording:
     if len(signal) == 0:
         raise SignalError(f"{record} has no samples")
     repaired = repair_isolated_gaps(signal, record)
-    return Recording(repaired.signal, record, repaired.repaired, fs=float(data.fs))
+    annotations = read_annotations(record, extension=annotation) if annotation else None
+    return Recording(repaired.signal, record, repaired.repaired, fs=float(data.fs), annotations=annotations)
+
+
+#: MIT-BIH beat annotation symbols by AAMI class (ANSI/AAMI EC57): N normal and bundle-branch-block beats and
+#: nodal/atrial escapes, S supraventricular ectopic, V ventricular ectopic, F fusion of ventricular and normal,
+#: Q paced, fusion of paced and normal, and unclassifiable. Other symbols (rhythm changes, noise, comments)
+#: are not beats.
+AAMI_SYMBOLS = {
+    "N": ("N", "L", "R", "e", "j"),
+    "S": ("A", "a", "J", "S"),
+    "V": ("V", "E"),
+    "F": ("F",),
+    "Q": ("/", "f", "Q"),
+}
+#: One MIT-BIH symbol to its AAMI class.
+MITBIH_TO_AAMI = {symbol: aami for aami, symbols in AAMI_SYMBOLS.items() for symbol in symbols}
+
+
+def aami_classes(symbols) -> np.ndarray:
+    """The AAMI class (``"N"``, ``"S"``, ``"V"``, ``"F"``, ``"Q"``) of each MIT-BIH beat symbol; ``""`` for an
+    annotation that is not a beat.
+
+    >>> aami_classes(["N", "L", "A", "V", "F", "/", "+", "~"]).tolist()
+    ['N', 'N', 'S', 'V', 'F', 'Q', '', '']
+    """
+    return np.array([MITBIH_TO_AAMI.get(str(s), "") for s in symbols], dtype="<U1")
+
+
+@dataclass(frozen=True)
+class BeatAnnotations:
+    """A record's beat annotations: sample of each beat, its MIT-BIH symbol and its AAMI class."""
+
+    samples: np.ndarray
+    symbols: np.ndarray
+    classes: np.ndarray
+
+    def labels(self) -> np.ndarray:
+        """The chapter's labels (:data:`support.ecg.synthetic.KINDS`): N, S, V, F as normal, supraventricular,
+        ventricular, fusion; Q (paced or unclassifiable) as the label the chapter gives unreadable beats."""
+        from support.ecg import synthetic
+
+        by_letter = {letter: label for label, letter in synthetic.AAMI_LETTERS.items()}
+        return np.array([by_letter[c] for c in self.classes], dtype=np.int8)
+
+    def counts(self) -> dict[str, int]:
+        return {letter: int((self.classes == letter).sum()) for letter in AAMI_SYMBOLS}
+
+
+def read_annotations(record, *, extension: str = "atr") -> BeatAnnotations:
+    """The beat annotations of a WFDB record (``record.atr`` by default), non-beat annotations left out."""
+    try:
+        import wfdb
+    except ImportError:
+        raise ModuleNotFoundError("reading WFDB annotations needs the wfdb package: pip install wfdb") from None
+    record = str(record)
+    if not Path(f"{record}.{extension}").is_file():
+        raise FileNotFoundError(f"no annotation file {record}.{extension}")
+    annotation = wfdb.rdann(record, extension)
+    symbols = np.asarray(annotation.symbol, dtype=str)
+    classes = aami_classes(symbols)
+    beat = classes != ""
+    return BeatAnnotations(np.asarray(annotation.sample, dtype=np.int64)[beat], symbols[beat], classes[beat])
 
 
 def write_csv(signal, path, decimals: int = 4) -> Path:

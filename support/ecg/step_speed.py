@@ -9,7 +9,9 @@ This module measures that and the usual fixes:
   how long they ran on the GPU, and how long the step took (:func:`kernel_summary` reads the trace);
 - :func:`eager_step` is an ordinary training step (optionally with the fused Adam), :func:`graphed_step` the
   same step captured once as a CUDA graph and replayed, one launch for all its kernels;
-- :func:`time_steps` times a step with CUDA events after warm-ups.
+- :func:`time_steps` times a step with CUDA events after warm-ups;
+- :func:`compare_batch_sizes` times several batch sizes in turn, in alternating order, several rounds, so
+  that no size always runs first (warming the GPU's clocks and caches for the others).
 
 CUDA graph capture needs PyTorch's own caching allocator: under RMM's PyTorch allocator (the book's one pool)
 the capture fails. ``python -m support.ecg.step_speed --allocator torch|rmm`` measures both in a fresh process
@@ -141,6 +143,22 @@ def time_steps(step: Callable[[], None], *, steps: int = 50, warmup: int = 10) -
     for _ in range(warmup):
         step()
     return time_cuda(many, warmup=0, repeat=3, label="steps").median * 1e3 / steps
+
+
+def compare_batch_sizes(beats: torch.Tensor, sizes=(512, 4096), *, rounds: int = 4, steps: int = 30) -> dict:
+    """Milliseconds per step for each of ``sizes``: the sizes timed in turn, forwards in even rounds and
+    backwards in odd ones, the median of ``rounds`` rounds per size (order-independent)."""
+    import statistics
+
+    if rounds < 2:
+        raise ValueError(f"need at least two rounds to alternate the order, not {rounds}")
+    makers = {size: eager_step(beats, size) for size in sizes}
+    times = {size: [] for size in sizes}
+    for round_ in range(rounds):
+        order = list(sizes) if round_ % 2 == 0 else list(reversed(sizes))
+        for size in order:
+            times[size].append(time_steps(makers[size], steps=steps, warmup=3))
+    return {size: statistics.median(values) for size, values in times.items()}
 
 
 def profile_steps(step: Callable[[], None], *, steps: int = 20) -> StepProfile:
