@@ -55,6 +55,7 @@ def test_score_table_judges_every_method_on_the_same_rows():
     assert baselines.value(table, "perfect", "ventricular") == 1.0
     assert baselines.value(table, "perfect", "supraventricular", "recall") == 1.0
     assert baselines.best_method(table, "ectopic") == ("perfect", 1.0)
+    assert baselines.flag_precision(table)["perfect"] == 1.0
     frame = baselines.pivot(table, "AUROC")
     assert list(frame.index) == ["perfect", "blind"] and "fusion" not in frame.columns
     combined = baselines.combine(torch.tensor(perfect), torch.tensor(blind), perfect[validation], blind[validation])

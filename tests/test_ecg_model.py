@@ -152,7 +152,11 @@ def test_stage_speedups_scale_both_cpu_sides_and_add_a_total():
     assert entries[0].speedup == pytest.approx(1000) and entries[0].honest_speedup == pytest.approx(500)
     assert entries[1].cpu_fastest == pytest.approx(25)  # slower than the familiar code here: shown as measured
     assert entries[2].honest_speedup == pytest.approx(30 / 0.11)
-    assert entries[0].row()["GPU vs fastest"] == "500×"
+    assert entries[0].row()["vs fastest"] == "500×"
+    train = pipeline.StageSpeedup("train", 20.0, 20.0, 0.5)
+    with_training = pipeline.stage_speedups(side(1.0, 2.0), side(0.5, 2.5), side(0.01, 0.1), extra=(train,))
+    assert [e.stage for e in with_training] == ["read", "convolve", "train", "total"]
+    assert with_training[-1].cpu_fastest == pytest.approx(23.0) and with_training[-1].gpu == pytest.approx(0.61)
     with pytest.raises(ValueError, match="different stages"):
         pipeline.stage_speedups(side(1.0, 2.0), {"read": side(1.0, 2.0)["read"]}, side(1.0, 2.0), 1)
 

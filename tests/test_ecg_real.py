@@ -52,3 +52,20 @@ def test_training_is_timed_on_the_cpu_with_the_threads_restored():
     before = torch.get_num_threads()
     seconds = cpu_peers.time_training(torch.randn(64, 64), latent=2, epochs=1, batch_size=32, threads=1)
     assert seconds > 0 and torch.get_num_threads() == before
+
+
+def test_the_real_recordings_figures_draw_from_host_arrays():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from support.ecg import plots
+
+    matrix = np.zeros((5, 16), np.float32)
+    matrix[3, 8] = 2.0
+    scores = np.array([1.0, 2.0, 0.5, 9.0, 3.0])
+    fig, chosen = plots.top_beats_figure(matrix, scores, fs=360.0, anchor=4, count=2, peaks=np.arange(5) * 360)
+    assert list(chosen) == [3, 4] and "at 3 s" in fig.axes[0].get_title()
+    timeline = plots.scores_over_time_figure(np.arange(5) * 360, scores, fs=360.0)
+    assert len(timeline.axes[0].lines) == 1
+    with pytest.raises(ValueError, match="one score per"):
+        plots.scores_over_time_figure(np.arange(4), scores, fs=360.0)

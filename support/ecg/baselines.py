@@ -157,7 +157,8 @@ def threshold_at_rate(scores, anomalous) -> float:
 
 def score_table(scores: dict, labels, validation, test) -> list[dict]:
     """One row per method and class: AUROC and average precision of the class against the normal test rows,
-    and the recall of the class at the threshold set on the validation rows.
+    and the recall of the class at the threshold set on the validation rows; and per method a row of class
+    ``"all flags"`` with the precision of its flags (:func:`flag_precision`).
 
     ``scores`` maps a method's name to a score per row (all rows; NumPy, CuPy or torch); ``labels`` is the
     true label of every row (host); ``validation`` and ``test`` are row indices.
@@ -194,12 +195,15 @@ def score_table(scores: dict, labels, validation, test) -> list[dict]:
                 "method": method,
                 "class": "all flags",
                 "test beats": int(flagged.sum()),
-                "AUROC": float("nan"),
-                "AP": float("nan"),
-                "recall": float(anomalies[flagged].mean()) if flagged.any() else float("nan"),
+                "precision": float(anomalies[flagged].mean()) if flagged.any() else float("nan"),
             }
         )
     return table
+
+
+def flag_precision(table: list[dict]) -> dict[str, float]:
+    """Per method: the share of its flagged test beats that are anomalies (any class)."""
+    return {r["method"]: r["precision"] for r in table if r["class"] == "all flags"}
 
 
 def _label(name: str) -> int:

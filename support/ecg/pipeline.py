@@ -344,16 +344,19 @@ class StageSpeedup:
 
         return {
             "stage": self.stage,
-            "CPU, familiar (scaled)": format_seconds(self.cpu_familiar),
-            "CPU, fastest (scaled)": format_seconds(self.cpu_fastest),
+            "CPU familiar": format_seconds(self.cpu_familiar),
+            "CPU fastest": format_seconds(self.cpu_fastest),
             "GPU": format_seconds(self.gpu),
-            "GPU vs familiar": format_ratio(self.speedup),
-            "GPU vs fastest": format_ratio(self.honest_speedup),
+            "vs familiar": format_ratio(self.speedup),
+            "vs fastest": format_ratio(self.honest_speedup),
         }
 
 
-def stage_speedups(familiar: dict, fastest: dict, gpu: dict, cpu_scale: float) -> list[StageSpeedup]:
-    """One entry per shared stage and a total; the CPU medians are multiplied by ``cpu_scale``.
+def stage_speedups(
+    familiar: dict, fastest: dict, gpu: dict, cpu_scale: float = 1.0, extra: tuple = ()
+) -> list[StageSpeedup]:
+    """One entry per shared stage, the ``extra`` entries (a training row, say), and a total of them all; the CPU
+    medians are multiplied by ``cpu_scale`` (1 when the CPU sides ran on the whole signal).
 
     A CPU side that is slower than the familiar code at some stage keeps its own time there: "fastest" is the
     side's name, and the table shows what it measured.
@@ -364,6 +367,7 @@ def stage_speedups(familiar: dict, fastest: dict, gpu: dict, cpu_scale: float) -
         StageSpeedup(stage, familiar[stage].median * cpu_scale, fastest[stage].median * cpu_scale, gpu[stage].median)
         for stage in gpu
     ]
+    entries += list(extra)
     total = StageSpeedup(
         "total", *(sum(getattr(e, side) for e in entries) for side in ("cpu_familiar", "cpu_fastest", "gpu"))
     )

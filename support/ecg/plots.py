@@ -165,3 +165,40 @@ def score_histogram_figure(scores, contexts, threshold: float | None = None):
     ax.set(xlabel="log10 anomaly score", ylabel="beats", yscale="log", title="scores of the test beats, by context")
     ax.legend(fontsize=7, loc="upper right")
     return fig
+
+
+def scores_over_time_figure(peaks, scores, fs: float, *, title: str = "anomaly score of every beat"):
+    """Each beat's score against its time (minutes), log scale: where in the recording the unusual beats lie."""
+    peaks = np.asarray(to_host(peaks), dtype=np.float64)
+    scores = np.asarray(to_host(scores), dtype=np.float64)
+    if peaks.shape != scores.shape:
+        raise ValueError(f"need one score per beat, got {scores.shape} and {peaks.shape}")
+    fig, ax = _figure(size=(9, 2.6))
+    ax.plot(peaks / fs / 60, scores, ".", markersize=3, color="tab:blue")
+    ax.set(xlabel="time (min)", ylabel="score", yscale="log", title=title)
+    return fig
+
+
+def top_beats_figure(beats_matrix, scores, fs: float, anchor: int, count: int = 4, peaks=None):
+    """The ``count`` highest-scoring rows of ``beats_matrix``, each over the median row (grey), titled with
+    the score (and the time, given ``peaks``). Only those rows and the median travel to the host.
+
+    Returns the figure and the chosen rows."""
+    xp = array_module(beats_matrix)
+    scores = np.asarray(to_host(scores), dtype=np.float64)
+    if len(scores) != beats_matrix.shape[0]:
+        raise ValueError(f"need one score per row, got {len(scores)} for {beats_matrix.shape[0]} rows")
+    chosen = np.argsort(scores)[::-1][:count]
+    typical = to_host(xp.median(beats_matrix, axis=0))
+    rows = to_host(beats_matrix[xp.asarray(chosen)])
+    t = (np.arange(rows.shape[1]) - anchor) / fs
+    fig, axes = _figure(1, len(chosen), size=(2.3 * len(chosen), 2.4))
+    host_peaks = None if peaks is None else np.asarray(to_host(peaks))
+    for ax, row, index in zip(np.atleast_1d(axes), rows, chosen, strict=True):
+        ax.plot(t, typical, color="gray", linewidth=1, label="median beat")
+        ax.plot(t, row, color="C3", linewidth=1, label="this beat")
+        when = "" if host_peaks is None else f" at {host_peaks[index] / fs:.0f} s"
+        ax.set_title(f"score {scores[index]:.1f}{when}", fontsize=8)
+        ax.set_xlabel("s from R peak", fontsize=8)
+    np.atleast_1d(axes)[0].legend(fontsize=7, loc="lower left")
+    return fig, chosen
