@@ -11,7 +11,7 @@
 #   make compare     on your GPU: run the chapters' claims (COMPARE=chapters/...) and print them beside the book's
 #   make lint        ruff over support/, tests/ and the notebooks (notebook code within 88 columns)
 #   make workshop    the participant edition in _build/workshop/: chapters without solutions or outputs, a README
-#   make diagrams    redraw the explanatory diagrams into chapters/diagrams/ (support/diagrams.py)
+#   make diagrams    redraw the explanatory diagrams into chapters/diagrams/ (booktools/diagrams.py)
 #   make doctor      on a GPU server: can this machine run the book? one line per check, exit 1 on a blocker
 #   make gpu-env     on a GPU server: create .venv-gpu, upgrade its pip, install the `gpu` and `test` extras
 #   make resolve-gpu from any machine: uv's resolver for the `gpu` extra (CPython 3.12, manylinux_2_28), installs nothing
