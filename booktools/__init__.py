@@ -11,7 +11,7 @@ module         what                                                             
 ``diagrams``   the explanatory pictures in ``chapters/diagrams/``                          ``make diagrams``
 ``doctor``     can this machine run the book?                                              ``make doctor``
 ``mps``  one GPU shared by several processes under CUDA MPS limits                   ``... mps``
-``resolve``    pip's resolver for the ``gpu`` extra, installing nothing                    ``make resolve-gpu``
+``resolve``    uv's resolver for the ``gpu`` extra, installing nothing                     ``make resolve-gpu``
 =============  ==========================================================================  ======================
 
 It may import :mod:`support` (the chapters' package); :mod:`support` never imports it.
