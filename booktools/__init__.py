@@ -4,13 +4,14 @@
 module         what                                                                        command
 =============  ==========================================================================  ======================
 ``paths``      where the book's files are (the one place that finds the repository)
-``notebooks``  notebook housekeeping: ready to publish?, execute in place                   ``make execute``
-``runs``       measured runs (time, peak memory), the README's table, the needs file       ``python -m ...runs``
+``notebooks``  notebook housekeeping: ready to publish?, execute in place
+``runs``       measured runs (time, peak memory, claims), the README's table, needs       ``make execute``
 ``teaching``   the teachers' page's tables, from the runs
+``evidence``   the claims on record, the page Claims and evidence                          ``make compare``
 ``workshop``   the participant edition                                                     ``make workshop``
 ``diagrams``   the explanatory pictures in ``chapters/diagrams/``                          ``make diagrams``
 ``doctor``     can this machine run the book?                                              ``make doctor``
-``mps``  one GPU shared by several processes under CUDA MPS limits                   ``... mps``
+``mps``        one GPU shared by several processes under CUDA MPS limits                   ``python -m ...mps``
 ``resolve``    uv's resolver for the ``gpu`` extra, installing nothing                     ``make resolve-gpu``
 =============  ==========================================================================  ======================
 
