@@ -76,6 +76,8 @@ def pytest_runtest_setup(item):
     folder = getattr(item.config, "_claims_folder", None)
     if folder and _is_notebook_node(item):
         os.environ[claims.LOG_VARIABLE] = os.path.join(folder, f"{item.parent.path.stem}.jsonl")
+    elif folder:  # a unit test after a notebook: its claims are no notebook's
+        os.environ.pop(claims.LOG_VARIABLE, None)
 
 
 def pytest_sessionfinish(session):
@@ -84,12 +86,16 @@ def pytest_sessionfinish(session):
         return
     os.environ.pop(claims.LOG_VARIABLE, None)
     from booktools import evidence
+    from booktools.mps import LIMIT_VARIABLE
+    from booktools.runs import limit_bytes
 
     found = {path.stem: evidence.read_log(path) for path in sorted(Path(folder).glob("*.jsonl"))}
     found = {name: logged for name, logged in found.items() if logged}
     if found:
-        label = os.environ.get("BOOK_RUN_LABEL") or f"{env.probe_gpus().gpus[0].name} (make test-gpu)"
-        run = evidence.this_machine(label, "nbval")
+        limit = os.environ.get(LIMIT_VARIABLE)
+        where = f" under a {limit} MPS limit" if limit else ""
+        label = os.environ.get("BOOK_RUN_LABEL") or f"{env.probe_gpus().gpus[0].name}{where} (make test-gpu)"
+        run = evidence.this_machine(label, "nbval", limit_bytes(limit) if limit else None)
         run.chapters = found
         evidence.record(run)
 

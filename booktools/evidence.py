@@ -82,13 +82,25 @@ def save(runs: Sequence[ClaimRun], path: Path = CLAIMS_FILE) -> None:
     path.write_text(json.dumps({"runs": [asdict(run) for run in runs]}, indent=1, ensure_ascii=False) + "\n")
 
 
+def same_machine(one: ClaimRun, other: ClaimRun) -> bool:
+    """Whether two runs had the same GPU, driver, library versions and memory limit (the date aside)."""
+    return (one.gpu, one.driver, one.versions, one.limit_bytes) == (
+        other.gpu,
+        other.driver,
+        other.versions,
+        other.limit_bytes,
+    )
+
+
 def record(run: ClaimRun, path: Path = CLAIMS_FILE) -> None:
-    """Keep ``run`` in the claims file: its chapters replace the same chapters of the earlier run of its setup
-    (label and mode), whose machine facts it takes over; a new setup is added at the end."""
+    """Keep ``run`` in the claims file under its setup (label and mode). On the same machine (GPU, driver,
+    versions, limit) its chapters replace the same chapters of the earlier run of that setup, so a series can be
+    run in several calls; on another machine it replaces the earlier run whole, so that no chapter's figures are
+    shown beside another machine's facts. A new setup is added at the end."""
     runs = load(path)
     for index, earlier in enumerate(runs):
         if (earlier.label, earlier.mode) == (run.label, run.mode):
-            chapters = {**earlier.chapters, **run.chapters}
+            chapters = {**earlier.chapters, **run.chapters} if same_machine(earlier, run) else run.chapters
             runs[index] = ClaimRun(**{**asdict(run), "chapters": dict(sorted(chapters.items()))})
             break
     else:

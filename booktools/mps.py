@@ -13,6 +13,7 @@ taking it all. Use it on a GPU of your own: MPS changes how every process on tha
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import shutil
 import signal
@@ -21,6 +22,8 @@ import sys
 from collections.abc import Sequence
 
 CONTROL = "nvidia-cuda-mps-control"
+#: Set for the command run under the limit, to the limit (``16G``).
+LIMIT_VARIABLE = "GPU_INTEROP_MPS_LIMIT"
 LIMIT_PATTERN = re.compile(r"\d+(\.\d+)?[MG]")
 
 
@@ -80,7 +83,8 @@ def run_with_limit(command: Sequence[str], limit: str, *, device: int = 0, contr
         if limited.returncode != 0:
             raise MpsError(f"MPS refused the limit {limit}: {(limited.stderr or limited.stdout).strip()}")
         print(f"mps: MPS on, each client limited to {limit} on GPU {device}: {' '.join(command)}", flush=True)
-        return subprocess.run(list(command)).returncode
+        # the command knows its limit: a run it records (booktools.runs, make test-gpu) is labelled with it
+        return subprocess.run(list(command), env={**os.environ, LIMIT_VARIABLE: limit}).returncode
     finally:
         _control(found, "quit")
         signal.signal(signal.SIGTERM, previous)

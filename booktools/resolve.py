@@ -34,7 +34,7 @@ PLATFORM = "x86_64-manylinux_2_28"
 PYTHON_VERSION = "3.12"
 
 #: The pip distributions of the book's GPU stack (:data:`support.env.GPU_LIBRARIES`), listed first.
-GPU_STACK = (*GPU_LIBRARIES.values(), "jaxlib")
+GPU_DISTRIBUTIONS = (*GPU_LIBRARIES.values(), "jaxlib")
 
 #: uv's note that it would build source distributions with this machine's Python: none is built (binaries only).
 _NOISE = re.compile(r"will be used to build dependencies instead|requested Python version .* is not available")
@@ -103,8 +103,8 @@ def chosen_versions(compiled: str) -> dict[str, str]:
         match = re.match(r"([A-Za-z0-9][A-Za-z0-9._-]*)==(\S+)", line.strip())
         if match:
             found[match.group(1)] = match.group(2)
-    first = [name for name in GPU_STACK if name in found]
-    rest = sorted((name for name in found if name not in GPU_STACK), key=str.lower)
+    first = [name for name in GPU_DISTRIBUTIONS if name in found]
+    rest = sorted((name for name in found if name not in GPU_DISTRIBUTIONS), key=str.lower)
     return {name: found[name] for name in [*first, *rest]}
 
 

@@ -204,6 +204,18 @@ def measure(
     return RunGroup(label, mode, parallel, wall, group_memory.peak_above_start, chapters, limit_bytes)
 
 
+def limit_bytes(limit: str) -> int:
+    """Bytes of an MPS limit as ``booktools.mps`` takes it (``16G``, ``8192M``).
+
+    >>> limit_bytes("16G") == 16 * GIB, limit_bytes("512M") == 512 * MIB
+    (True, True)
+    """
+    from booktools.mps import check_limit
+
+    number = float(check_limit(limit)[:-1])
+    return int(number * (GIB if limit.endswith("G") else MIB))
+
+
 def load(path: Path = RUNS_FILE) -> list[RunGroup]:
     if not path.exists():
         return []
@@ -355,12 +367,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.action == "needs":
         write_needs()
         return 0
-    limit = None
-    if args.memory_limit:
-        from booktools.mps import check_limit
-
-        number = float(check_limit(args.memory_limit)[:-1])
-        limit = int(number * (GIB if args.memory_limit.endswith("G") else MIB))
+    limit = limit_bytes(args.memory_limit) if args.memory_limit else None
     from booktools import evidence
 
     label = args.label or evidence.this_machine("", args.mode).gpu.removeprefix("NVIDIA ")

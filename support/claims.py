@@ -10,9 +10,9 @@ A chapter calls one of these for each claim its opening summary or a figure's ti
 - :func:`refused`: an operation raises the error the text says, and the fix (the control) works;
 - :func:`holds`: a yes/no observation, beside the observation that would make it trivial.
 
-Each prints one line (wrapped to the page's width) that says what was measured, against what, and whether it
-holds; a claim that does not hold raises :class:`ClaimError`, an ``AssertionError``, so the chapter stops as an
-``assert`` would. When the variable :data:`LOG_VARIABLE` names a file, each claim is appended to it as one JSON
+Each prints one line that says what was measured, against what, and whether it holds (the page wraps it); a
+claim that does not hold raises :class:`ClaimError`, an ``AssertionError``, so the chapter stops as an ``assert``
+would. When the variable :data:`LOG_VARIABLE` names a file, each claim is appended to it as one JSON
 line: ``booktools.runs`` sets it for every chapter it runs and collects the claims into ``runs/claims.json``,
 from which the book's page *Claims and evidence* is written.
 
@@ -31,14 +31,11 @@ from __future__ import annotations
 
 import json
 import os
-import textwrap
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 #: The environment variable that names the file claims are appended to (one JSON object per line).
 LOG_VARIABLE = "GPU_INTEROP_CLAIMS_LOG"
-#: The width a printed claim is wrapped to: the columns the book's page shows.
-WIDTH = 88
 
 
 class ClaimError(AssertionError):
@@ -61,11 +58,9 @@ class Claim:
     factor: float | None = None  # how many times better than the control (beats), else None
 
     def line(self) -> str:
-        """The printed line, wrapped to :data:`WIDTH` columns."""
+        """The printed line: ✓ or ✗, the name, what was measured against what."""
         mark = "✓" if self.holds else "✗"
-        return textwrap.fill(
-            f"{mark} {self.name}: {self._summary()}", WIDTH, subsequent_indent="  ", break_on_hyphens=False
-        )
+        return f"{mark} {self.name}: {self._summary()}"
 
     def _summary(self) -> str:
         value = describe(self.value, self.unit)
@@ -145,13 +140,17 @@ def beats(
     by: float = 1.0,
 ) -> Claim:
     """``value`` is better than ``control`` by a factor of at least ``by`` (greater when ``higher_is_better``,
-    else smaller): the factor is ``value / control`` or ``control / value``, from one run."""
+    else smaller): the factor is ``value / control`` or ``control / value``, from one run. With ``by=1`` the value
+    must be strictly better: a tie does not beat the control."""
     value, control = _number(value, f"{name}'s value"), _number(control, f"{name}'s control")
     if value <= 0 or control <= 0:
         raise ValueError(f"{name}: a factor needs positive measurements, not {value} and {control}")
+    if by < 1:
+        raise ValueError(f"{name}: a claim to beat the control needs a factor of at least 1, not {by}")
     factor = value / control if higher_is_better else control / value
     bar = describe(by, "×") if by != 1 else ("more" if higher_is_better else "less") + " than the control"
-    claim = Claim(name, "beats", says, value, unit, control, control_is, bar, factor >= by, factor)
+    verdict = factor > 1 if by == 1 else factor >= by
+    claim = Claim(name, "beats", says, value, unit, control, control_is, bar, verdict, factor)
     return _settle(claim)
 
 
@@ -177,9 +176,9 @@ def same_memory(name: str, view, source, *, says: str, copy, copy_is: str = "a c
     """``view`` shares ``source``'s memory (same device pointer), and ``copy``, made from ``source`` the way a
     copy is made, does not: the check that passes for the view fails for a copy."""
     from support.interop import device_pointer
-    from support.interop import same_memory as shares
+    from support.interop import same_memory as points_at_the_same_memory
 
-    value, control = shares(view, source), shares(copy, source)
+    value, control = points_at_the_same_memory(view, source), points_at_the_same_memory(copy, source)
     bar = "same pointer" if value else f"another pointer ({device_pointer(view):#x})"
     return _settle(Claim(name, "same_memory", says, value, "", control, copy_is, bar, value and not control))
 
@@ -190,16 +189,19 @@ def refused(
     error: type[BaseException] | tuple[type[BaseException], ...],
     *,
     says: str,
+    match: str | None = None,
     fix: Callable[[], object] | None = None,
     fix_is: str = "",
 ) -> Claim:
-    """``attempt()`` raises ``error`` (the refusal the text describes), and ``fix()``, the way out the error
-    names, succeeds."""
+    """``attempt()`` raises ``error`` whose message matches the regular expression ``match`` (the refusal the text
+    describes), and ``fix()``, the way out the error names, succeeds."""
+    import re
+
     try:
         attempt()
     except error as raised:
-        value = type(raised).__name__
-        refused_as_said = True
+        value = f"{type(raised).__name__}: {str(raised).splitlines()[0][:80]}" if str(raised) else type(raised).__name__
+        refused_as_said = match is None or re.search(match, str(raised)) is not None
     except Exception as raised:  # noqa: BLE001 - another error is a verdict, not a crash
         value, refused_as_said = f"{type(raised).__name__} (not the error said)", False
     else:
@@ -216,8 +218,10 @@ def refused(
     return _settle(claim)
 
 
-def holds(name: str, observed: bool, *, says: str, control: bool | None = None, control_is: str = "") -> Claim:
+def holds(name: str, observed: bool, *, control: bool, control_is: str, says: str) -> Claim:
     """A yes/no observation holds, and the control observation (what would make it trivial, e.g. the same check
-    on a case that must fail) is False."""
+    on a case that must fail) is False: a control that cannot be False makes the claim an assert, so give one."""
+    if control is None:
+        raise TypeError(f"{name}: give the control observation (True or False), not None")
     verdict = bool(observed) and not bool(control)
     return _settle(Claim(name, "holds", says, bool(observed), "", control, control_is, "yes", verdict))

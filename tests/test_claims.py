@@ -65,8 +65,10 @@ def test_a_refusal_is_the_error_said_and_its_fix_works():
     def refuse():
         raise ValueError("no")
 
-    claim = claims.refused("t.refused", refuse, ValueError, says="s", fix=lambda: 1, fix_is="copy=True")
-    assert claim.holds and claim.value == "ValueError" and claim.control == "works"
+    claim = claims.refused("t.refused", refuse, ValueError, says="s", match="^no$", fix=lambda: 1, fix_is="copy=True")
+    assert claim.holds and claim.value == "ValueError: no" and claim.control == "works"
+    with pytest.raises(claims.ClaimError):  # the right type, the wrong message: not the refusal the text means
+        claims.refused("t.other_message", refuse, ValueError, says="s", match="copy=True")
     for attempt, fix in ((lambda: 1, None), (refuse, refuse)):  # no refusal; a fix that fails too
         with pytest.raises(claims.ClaimError):
             claims.refused("t.not", attempt, ValueError, says="s", fix=fix)
@@ -78,13 +80,29 @@ def test_an_observation_holds_only_when_its_control_does_not():
     assert claims.holds("t.seen", True, says="s", control=False, control_is="the same check on a copy").holds
     with pytest.raises(claims.ClaimError):
         claims.holds("t.trivial", True, says="s", control=True, control_is="the check on a case that must fail")
+    with pytest.raises(TypeError, match="control observation"):
+        claims.holds("t.no_control", True, says="s", control=None, control_is="")
 
 
-def test_a_printed_claim_fits_the_page(capsys):
+def test_beating_the_control_means_strictly_better_and_a_factor_below_one_is_refused():
+    with pytest.raises(claims.ClaimError):
+        claims.beats("t.tie", 1.0, 1.0, says="s", control_is="c")
+    with pytest.raises(ValueError, match="at least 1"):
+        claims.beats("t.weak", 1.0, 1.0, says="s", control_is="c", by=0.5)
+
+
+def test_a_claim_is_one_line_and_the_sanitizer_keeps_its_name_verdict_and_what_follows(capsys):
+    import configparser
+
     claims.at_least("t.long", 0.93, 0.9, says="s", control=0.5, control_is="a very long description " * 6)
-    lines = capsys.readouterr().out.splitlines()
-    assert len(lines) > 1 and max(len(line) for line in lines) <= claims.WIDTH
-    assert all(line.startswith("  ") for line in lines[1:])
+    print("  an indented line that follows")
+    out = capsys.readouterr().out
+    assert len(out.splitlines()) == 2
+    rules = configparser.RawConfigParser()
+    rules.read(notebooks.ROOT / "tests" / "nbval_sanitize.cfg", encoding="utf-8")
+    for section in rules.sections():
+        out = re.sub(rules[section]["regex"], rules[section]["replace"], out)
+    assert out.splitlines() == ["✓ t.long: CLAIM", "~an indented line that follows"], out
 
 
 def made_up_run(label, mode, chapters, limit=None):
@@ -117,6 +135,10 @@ def test_a_later_run_of_a_setup_replaces_its_chapters_and_keeps_the_others(tmp_p
     runs = evidence.load(path)
     assert [(r.label, sorted(r.chapters)) for r in runs] == [("H100", ["01_a", "02_b"]), ("16 GB", ["01_a"])]
     assert runs[0].chapters["01_a"][0]["value"] == 0.97
+    upgraded = made_up_run("H100", "execute", {"02_b": [claim("b.y", 0.96)]})
+    upgraded.driver = "590.1"  # another machine under the same label: its facts may not stand beside 01_a's
+    evidence.record(upgraded, path)
+    assert sorted(evidence.load(path)[0].chapters) == ["02_b"]
 
 
 def test_the_page_shows_every_claim_on_every_run_beside_its_control(tmp_path):

@@ -97,3 +97,20 @@ def test_chapters_code_uses_current_names(path):
     cells = notebooks.code_cells(notebooks.read_notebook(path))
     found = [old for old, new in OLD_NAMES.items() for cell in cells if old in cell.source and new not in cell.source]
     assert found == [], f"{path.name} uses old names in its code: {found}"
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.name)
+def test_every_claim_a_chapter_states_held_in_its_published_outputs(path):
+    """Each ``claims.*("name", ...)`` call in a chapter's code printed its ✓ line in the committed outputs: the
+    published notebook was executed with the claims it states, and each held."""
+    import json
+    import re
+
+    notebook = notebooks.read_notebook(path)
+    code = "\n".join(cell.source for cell in notebooks.code_cells(notebook))
+    names = re.findall(r"claims\.\w+\(\s*f?\"([\w.{}\[\]'\" ]+?)\",", code)
+    patterns = [re.escape(name).replace(r"\{", "{").replace(r"\}", "}") for name in names]
+    patterns = [re.sub(r"\{[^}]*\}", r"\\w+", pattern) for pattern in patterns]
+    outputs = json.dumps([cell.get("outputs", []) for cell in notebook.cells], ensure_ascii=False)
+    missing = [name for name, pattern in zip(names, patterns, strict=True) if not re.search(f"✓ {pattern}: ", outputs)]
+    assert missing == [], f"{path.name}: claims without a ✓ line in the outputs (execute it): {missing}"

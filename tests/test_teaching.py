@@ -6,8 +6,7 @@ import pytest
 
 from booktools import teaching
 from booktools.runs import ChapterRun, RunGroup
-
-GIB = 2**30
+from support.units import GIB
 
 
 def _chapter(name: str, seconds: float, peak: int) -> ChapterRun:

@@ -86,16 +86,18 @@ def _set_resource(mode: str, budget: int):
     """Make this process's RMM resource for ``mode``; returns the statistics adaptor on top."""
     import rmm
 
+    from support.units import MIB
+
     if "managed" in mode:
         from support.memory.managed import ledger
 
         base = ledger("async" if mode.endswith("async") else "cudaMallocManaged")
         if mode not in ("torch managed", "managed", "managed async"):  # the bare resource, or a pool over it
-            base = rmm.mr.PoolMemoryResource(base, initial_pool_size=256 * 2**20)
+            base = rmm.mr.PoolMemoryResource(base, initial_pool_size=256 * MIB)
         if mode.endswith("+ prefetch"):
             base = rmm.mr.PrefetchResourceAdaptor(base)
     else:
-        base = rmm.mr.PoolMemoryResource(rmm.mr.CudaMemoryResource(), initial_pool_size=256 * 2**20)
+        base = rmm.mr.PoolMemoryResource(rmm.mr.CudaMemoryResource(), initial_pool_size=256 * MIB)
         if budget:
             base = rmm.mr.LimitingResourceAdaptor(base, allocation_limit=budget)
     counted = rmm.mr.StatisticsResourceAdaptor(base)

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 
-from support.units import GIB, describe_bytes
+from support.units import GIB, MIB, describe_bytes
 
 
 @dataclass(frozen=True)
@@ -51,7 +51,7 @@ def plan(free: int, *, room: int = 4 * GIB, over: float = 1.5) -> Plan:
     """
     if over <= 1:
         raise ValueError(f"oversubscription asks for more than is left: over must be above 1, not {over}")
-    if room < 256 * 2**20:
+    if room < 256 * MIB:
         raise ValueError(f"leave at least 256 MiB of room, not {describe_bytes(room)}")
     if free <= room:
         raise ValueError(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from support.figures import labelled_bars, new_figure
+from support.units import MIB
 
 
 def _figure(size=(8, 3)):
@@ -23,7 +24,7 @@ def churn_figure(results):
 def memory_over_time_figure(log):
     """Bytes in use (MiB) against milliseconds, from :func:`support.memory.observe.read_allocation_log`."""
     fig, axes = _figure()
-    axes.step(log["seconds"] * 1e3, log["bytes_in_use"] / 2**20, where="post", color="tab:blue")
+    axes.step(log["seconds"] * 1e3, log["bytes_in_use"] / MIB, where="post", color="tab:blue")
     axes.set(
         xlabel="time since the first allocation (ms)", ylabel="allocated (MiB)", title="memory in use, from RMM's log"
     )

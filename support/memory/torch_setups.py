@@ -37,8 +37,9 @@ def measure_here(setup: str, batch_size: int = 512, beats: int = 20_000, width: 
 
     from support.ecg import step_speed
     from support.memory.pools import make_resource
+    from support.units import GIB, MIB
 
-    base = make_resource("cudaMallocAsync" if "driver" in setup else "pool", pool_size=2**30)
+    base = make_resource("cudaMallocAsync" if "driver" in setup else "pool", pool_size=GIB)
     statistics = rmm.mr.StatisticsResourceAdaptor(base)
     rmm.mr.set_current_device_resource(statistics)
     if setup.startswith("all through"):
@@ -48,9 +49,9 @@ def measure_here(setup: str, batch_size: int = 512, beats: int = 20_000, width: 
     if setup.endswith("MemPool on RMM"):
         pool = torch.cuda.MemPool(allocator=rmm_torch_allocator.allocator())
         with torch.cuda.use_mem_pool(pool):
-            exchanged = torch.empty(64 * 2**20, dtype=torch.uint8, device="cuda")
+            exchanged = torch.empty(64 * MIB, dtype=torch.uint8, device="cuda")
     else:
-        exchanged = torch.empty(64 * 2**20, dtype=torch.uint8, device="cuda")
+        exchanged = torch.empty(64 * MIB, dtype=torch.uint8, device="cuda")
     found["RMM saw of a 64 MiB exchanged tensor"] = int(statistics.allocation_counts.current_bytes - before)
     data = torch.randn(beats, width, device="cuda", generator=torch.Generator("cuda").manual_seed(0))
     found["eager step ms"] = step_speed.time_steps(step_speed.eager_step(data, batch_size))
@@ -60,7 +61,7 @@ def measure_here(setup: str, batch_size: int = 512, beats: int = 20_000, width: 
     except RuntimeError as error:
         found["CUDA graph"] = f"fails: {str(error).splitlines()[0][:70]}"
     try:
-        found["max_memory_allocated"] = f"{torch.cuda.max_memory_allocated() / 2**20:.0f} MiB"
+        found["max_memory_allocated"] = f"{torch.cuda.max_memory_allocated() / MIB:.0f} MiB"
     except RuntimeError as error:
         found["max_memory_allocated"] = f"fails: {type(error).__name__}"
     import cudf
