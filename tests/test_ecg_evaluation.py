@@ -30,7 +30,7 @@ def test_a_split_by_blocks_gives_every_sample_position_a_part_and_counts_the_cla
     parts = split.part_of(peaks)
     for k, part in enumerate(evaluation.PARTS):  # a row is in the part of its block
         assert (parts[getattr(split, part).numpy()] == k).all()
-    assert 0.1 < len(split.test) / len(peaks) < 0.35  # about 20 % of 60 blocks
+    assert 0.18 < len(split.test) / len(peaks) < 0.22  # 12 of the 60 blocks
     counts = {row["part"]: row for row in split.counts(labels)}
     assert sum(row["ventricular"] for row in counts.values()) == (labels == synthetic.VENTRICULAR).sum()
     assert counts["test"]["normal"] + counts["test"]["ventricular"] == len(split.test)

@@ -119,7 +119,8 @@ def split_rows(
     ``by="random"`` draws the rows at random (with ``seed``); ``by="time"`` keeps the first 60 % of the
     recording for training, the next 20 % for validation and the last 20 % for the test, so the test beats
     come from hours the model never saw (the heart rate drifts over hours); ``by="blocks"`` cuts the recording
-    into blocks of ``block_s`` seconds and draws each block's part at random (needs the rows' ``peaks``).
+    into blocks of ``block_s`` seconds, shuffles them and gives each part its share of the blocks (needs the
+    rows' ``peaks``).
 
     >>> s = split_rows(10, by="time")
     >>> s.train.tolist(), s.validation.tolist(), s.test.tolist()
@@ -142,7 +143,10 @@ def split_rows(
         peaks = np.asarray(peaks)
         block_samples = max(1, int(round(block_s * fs)))
         blocks = int(peaks.max()) // block_samples + 1
-        parts = rng.choice(3, size=blocks, p=np.asarray(fractions, float))
+        # the blocks shuffled, then cut at the fractions: each part gets its share of the blocks exactly
+        cuts = np.round(np.cumsum(fractions)[:2] * blocks).astype(int)
+        parts = np.empty(blocks, np.int64)
+        parts[rng.permutation(blocks)] = np.repeat([0, 1, 2], np.diff(np.r_[0, cuts, blocks]))
         part = parts[peaks // block_samples]
         indices = [np.flatnonzero(part == k) for k in range(3)]
         if min(len(i) for i in indices) < 2:
