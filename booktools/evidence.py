@@ -129,6 +129,8 @@ def shown(claim: dict | None) -> str:
     value = describe(claim["value"], claim["unit"])
     if claim["kind"] == "beats":
         value = f"{value} ({describe(claim['factor'], '×')})"
+    if claim["kind"] == "ahead":
+        value = f"{value} ({claim['difference']:+.3g})"
     return f"{value} {'✓' if claim['holds'] else '✗'}"
 
 

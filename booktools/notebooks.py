@@ -25,7 +25,9 @@ __all__ = [
     "ROOT",
     "chapter_notebooks",
     "code_cells",
+    "NotebookFailed",
     "execute_notebook",
+    "failed_copy_of",
     "needs_gpu",
     "notebook_problems",
     "read_notebook",
@@ -187,11 +189,25 @@ def strict_warnings(ipython_dir: Path) -> Path:
     return startup
 
 
+class NotebookFailed(RuntimeError):
+    """A notebook's cells raised: the message names each failing cell; the run's outputs are in ``failed_copy``."""
+
+    def __init__(self, message: str, failed_copy: Path):
+        super().__init__(message)
+        self.failed_copy = failed_copy
+
+
+def failed_copy_of(path: Path) -> Path:
+    """Where a failed run's outputs go: ``06_x.ipynb`` -> ``06_x.failed.ipynb``, beside it (git ignores it)."""
+    return path.with_name(f"{path.stem}.failed.ipynb")
+
+
 def execute_notebook(path: Path | str, timeout_s: int = 1800, kernel_name: str = "python3") -> None:
     """Execute a notebook top to bottom in its own folder and write it back with fresh outputs.
 
-    Raises ``nbclient.exceptions.CellExecutionError`` naming the failing cell; the notebook is then left as it
-    was on disk.
+    Every cell runs, even after one fails, so one run on a GPU host shows every failure, not only the first. If
+    any cell raised, the notebook on disk is left as it was, the run's outputs are written to
+    :func:`failed_copy_of` the notebook, and :class:`NotebookFailed` names the failing cells.
     """
     import nbclient
     import nbformat
@@ -204,8 +220,20 @@ def execute_notebook(path: Path | str, timeout_s: int = 1800, kernel_name: str =
         kernel_name=kernel_name,
         resources={"metadata": {"path": str(path.parent)}},
         record_timing=False,
+        allow_errors=True,
     )
     client.execute()
+    failures = [
+        f"cell {index}: {output.get('ename')}: {str(output.get('evalue', ''))[:200]}"
+        for index, cell in enumerate(notebook.cells)
+        for output in cell.get("outputs", [])
+        if output.get("output_type") == "error"
+    ]
+    failed = failed_copy_of(path)
+    if failures:
+        nbformat.write(strip_volatile_metadata(notebook), str(failed))
+        raise NotebookFailed(f"{path}: {len(failures)} cell(s) failed, outputs in {failed}:\n" + "\n".join(failures), failed)
+    failed.unlink(missing_ok=True)
     nbformat.write(strip_volatile_metadata(notebook), str(path))
 
 
@@ -220,10 +248,15 @@ def _main(argv: Iterable[str] | None = None) -> int:
     args = parser.parse_args(list(argv) if argv is not None else None)
 
     if args.command == "execute":
+        status = 0
         for path in args.notebooks:
             print(f"executing {path} ...", flush=True)
-            execute_notebook(path, timeout_s=args.timeout)
-        return 0
+            try:
+                execute_notebook(path, timeout_s=args.timeout)
+            except NotebookFailed as failed:
+                print(failed, flush=True)
+                status = 1
+        return status
     failing = 0
     for path in args.notebooks or chapter_notebooks():
         for problem in notebook_problems(read_notebook(path)):

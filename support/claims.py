@@ -3,7 +3,9 @@
 A chapter calls one of these for each claim its opening summary or a figure's title makes:
 
 - :func:`beats`: a value against its control, better by at least a factor (a speed-up as the ratio of two
-  timings of one run; a detector against a baseline on the same beats);
+  timings of one run);
+- :func:`ahead`: a bounded score (an AUROC, a recall) against its control, better by at least a difference, for
+  which a ratio means little (0.98 against 0.82 is "1.2×" of nothing);
 - :func:`at_least`, :func:`at_most`: a value against a bar, with its control printed beside it;
 - :func:`same_memory`: zero-copy: the consumer's pointer is the producer's, and a copy (the control) is told
   apart by the same check;
@@ -56,6 +58,7 @@ class Claim:
     bar: str  # what holding means, in words
     holds: bool
     factor: float | None = None  # how many times better than the control (beats), else None
+    difference: float | None = None  # how far ahead of the control (ahead), else None
 
     def line(self) -> str:
         """The printed line: ✓ or ✗, the name, what was measured against what."""
@@ -68,6 +71,11 @@ class Claim:
             return (
                 f"{value} against {describe(self.control, self.unit)} ({self.control_is}): "
                 f"{describe(self.factor, '×')} better, needs {self.bar}"
+            )
+        if self.kind == "ahead":
+            return (
+                f"{value} against {describe(self.control, self.unit)} ({self.control_is}): "
+                f"{self.difference:+.3g} ahead, needs {self.bar}"
             )
         if self.kind in ("at_least", "at_most"):
             control = f"; {self.control_is}: {describe(self.control, self.unit)}" if self.control_is else ""
@@ -151,6 +159,32 @@ def beats(
     bar = describe(by, "×") if by != 1 else ("more" if higher_is_better else "less") + " than the control"
     verdict = factor > 1 if by == 1 else factor >= by
     claim = Claim(name, "beats", says, value, unit, control, control_is, bar, verdict, factor)
+    return _settle(claim)
+
+
+def ahead(
+    name: str,
+    value: float,
+    control: float,
+    *,
+    says: str,
+    control_is: str,
+    margin: float,
+    unit: str = "",
+    higher_is_better: bool = True,
+) -> Claim:
+    """``value`` is ahead of ``control`` by at least ``margin`` (``value - control``, or ``control - value`` when
+    lower is better), on the same data in one run: for bounded scores, where a difference says what a ratio hides.
+
+    >>> claim = ahead("demo.rr_vs_vae", 0.97, 0.82, margin=0.1, control_is="the VAE", says="...")
+    ✓ demo.rr_vs_vae: 0.97 against 0.82 (the VAE): +0.15 ahead, needs +0.1 or more
+    """
+    value, control = _number(value, f"{name}'s value"), _number(control, f"{name}'s control")
+    if not margin > 0:
+        raise ValueError(f"{name}: a claim to be ahead of the control needs a positive margin, not {margin}")
+    difference = value - control if higher_is_better else control - value
+    bar = f"{margin:+.3g} or more"
+    claim = Claim(name, "ahead", says, value, unit, control, control_is, bar, difference >= margin, None, difference)
     return _settle(claim)
 
 

@@ -120,6 +120,20 @@ def test_execute_notebook_runs_in_the_notebooks_folder(tmp_path):
     assert "execution" not in cell.metadata
 
 
+def test_a_failing_notebook_runs_every_cell_and_leaves_the_original_alone(tmp_path):
+    cells = [new_code_cell("raise ValueError('first')"), new_code_cell("print('second ran')"), new_code_cell("1 / 0")]
+    notebook = new_notebook(cells=cells)
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    path = tmp_path / "fails.ipynb"
+    nbformat.write(notebook, str(path))
+    before = path.read_text()
+    with pytest.raises(notebooks.NotebookFailed, match=r"2 cell\(s\) failed(.|\n)*cell 0: ValueError(.|\n)*cell 2"):
+        notebooks.execute_notebook(path, timeout_s=120)
+    assert path.read_text() == before
+    ran = notebooks.read_notebook(notebooks.failed_copy_of(path))
+    assert ran.cells[1].outputs[0]["text"] == "second ran\n"
+
+
 def test_check_command_fails_on_a_notebook_that_is_not_ready(tmp_path, capsys):
     path = tmp_path / "bad.ipynb"
     nbformat.write(executed(("x = 1", [])), str(path))

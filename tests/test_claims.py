@@ -41,6 +41,18 @@ def test_a_claim_against_its_control_holds_by_the_factor_it_asks_and_is_logged(l
     ]
 
 
+def test_a_bounded_score_is_ahead_of_its_control_by_a_difference_not_a_ratio():
+    ahead = claims.ahead("t.rr", 0.978, 0.825, margin=0.1, says="s", control_is="the VAE")
+    assert ahead.holds and ahead.difference == pytest.approx(0.153) and ahead.factor is None
+    with pytest.raises(claims.ClaimError, match=r"t.close does not hold: .*\+0.03 ahead, needs \+0.1 or more"):
+        claims.ahead("t.close", 0.85, 0.82, margin=0.1, says="s", control_is="the VAE")
+    assert claims.ahead("t.error", 0.02, 0.10, margin=0.05, higher_is_better=False, says="s", control_is="c").holds
+    with pytest.raises(ValueError, match="positive margin"):
+        claims.ahead("t.none", 0.9, 0.8, margin=0, says="s", control_is="c")
+    shown = evidence.shown({**ahead.__dict__})
+    assert shown.endswith("(+0.153) ✓")
+
+
 def test_bars_in_both_directions_and_measurements_that_failed():
     assert claims.at_least("t.recall", 0.93, 0.9, says="s", unit="", control=0.5, control_is="chance").holds
     assert claims.at_most("t.bytes", 20, 1024, says="s", unit="B").holds

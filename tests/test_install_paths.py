@@ -30,6 +30,7 @@ CONDA_TO_PIP = {
     "cupy": "cupy-cuda13x",
     "pytorch-gpu": "torch",
     "dask-cudf": "dask-cudf-cu13",
+    "cudf-polars": "cudf-polars-cu13",
 }
 #: conda entries with no pip counterpart in the extras: the interpreter, CUDA itself, pip, and jaxlib, which pip
 #: gets through jax's `cuda13` extra.
@@ -48,9 +49,17 @@ def conda_specifier(spec: str) -> SpecifierSet:
 
 def conda_packages(path: Path = ROOT / "environment.yml") -> dict[str, SpecifierSet]:
     packages = {}
+    entries = []
     for entry in yaml.safe_load(path.read_text())["dependencies"]:
-        if not isinstance(entry, str):
-            continue  # the pip: section (the project itself)
+        if isinstance(entry, str):
+            entries.append(entry)
+        else:  # the pip: section: packages conda lacks, then the project itself
+            entries += [pip for pip in entry["pip"] if not pip.startswith("-e")]
+    for entry in entries:
+        if "==" in entry:  # a pip pin in the pip: section
+            requirement = Requirement(entry)
+            packages[requirement.name] = requirement.specifier
+            continue
         match = re.fullmatch(r"([A-Za-z0-9_.-]+)\s*(.*)", entry)
         name, spec = match.group(1), match.group(2)
         if name not in CONDA_ONLY:

@@ -1,12 +1,13 @@
 """A real recording: five minutes of MIT-BIH Arrhythmia Database record 208, and two published detectors to
 compare the chapter's beats with.
 
-The excerpt (``chapters/data/mitdb_208_excerpt.npz``, its attribution beside it) is lead MLII at 360 Hz, as
-SciPy shipped it until version 1.11. It carries no beat annotations, so no anomaly score can be judged on it;
-what can be checked is whether the chapter's detector finds the beats that independent, published detectors
-find. :func:`published_beats` runs two of them from ``py-ecg-detectors`` (Pan & Tompkins 1985; Hamilton 2002,
-on the CPU), and :func:`agreement` scores one list of beats against another the way ANSI/AAMI EC57 scores a
-detector against reference annotations: pairs within 150 ms, sensitivity and positive predictivity.
+The excerpt (``support/ecg/data/mitdb_208_excerpt.npz``, installed with the package, its attribution beside it)
+is lead MLII at 360 Hz, as SciPy shipped it until version 1.11. It carries no beat annotations, so no anomaly
+score can be judged on it; what can be checked is whether the chapter's detector finds the beats that
+independent, published detectors find. :func:`published_beats` runs two of them from ``py-ecg-detectors`` (Pan &
+Tompkins 1985; Hamilton 2002, on the CPU), and :func:`agreement` scores one list of beats against another the
+way ANSI/AAMI EC57 scores a detector against reference annotations: pairs within 150 ms, sensitivity and
+positive predictivity.
 
 >>> import numpy as np
 >>> agreement(np.array([100, 460, 820]), np.array([102, 470, 1200]), fs=360.0)
@@ -21,8 +22,8 @@ import numpy as np
 
 from support.ecg import events, reading
 
-#: The committed excerpt, relative to the repository's root.
-EXCERPT = Path(__file__).resolve().parents[2] / "chapters" / "data" / "mitdb_208_excerpt.npz"
+#: The committed excerpt, package data of support.ecg (so an installed package finds it too).
+EXCERPT = Path(__file__).resolve().parent / "data" / "mitdb_208_excerpt.npz"
 #: The published detectors :func:`published_beats` runs, by the name the chapter prints.
 DETECTORS = {"Pan-Tompkins": "pan_tompkins_detector", "Hamilton": "hamilton_detector"}
 
@@ -31,7 +32,10 @@ def load_mitdb_excerpt(path=EXCERPT, *, xp=np) -> reading.Recording:
     """The excerpt in millivolts (``(raw - baseline) / gain``), float32, made by ``xp`` (CuPy: on the GPU)."""
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"no excerpt at {path}: it ships with the book in chapters/data")
+        raise FileNotFoundError(
+            f"no excerpt at {path}: it ships with the book in support/ecg/data; "
+            "a checkout without it: git checkout -- support/ecg/data"
+        )
     with np.load(path) as data:
         raw, baseline, gain, fs = data["raw"], int(data["baseline"]), float(data["gain_per_mv"]), float(data["fs"])
     millivolts = ((raw.astype(np.float32) - baseline) / gain).astype(np.float32)
