@@ -50,8 +50,9 @@ def read_notebook(path: Path | str):
 
 
 def chapter_notebooks(root: Path = ROOT) -> list[Path]:
-    """The chapter notebooks on disk, in file-name order (``chapters/NN_topic.ipynb``)."""
-    return sorted((root / "chapters").glob("*.ipynb"))
+    """The chapter notebooks on disk, in file-name order (``chapters/NN_topic.ipynb``); a failed run's copy
+    (``NN_topic.failed.ipynb``, see :func:`execute_notebook`) is not a chapter."""
+    return sorted(path for path in (root / "chapters").glob("*.ipynb") if not path.name.endswith(".failed.ipynb"))
 
 
 def _toc_entries(node) -> Iterator[str]:
@@ -232,7 +233,9 @@ def execute_notebook(path: Path | str, timeout_s: int = 1800, kernel_name: str =
     failed = failed_copy_of(path)
     if failures:
         nbformat.write(strip_volatile_metadata(notebook), str(failed))
-        raise NotebookFailed(f"{path}: {len(failures)} cell(s) failed, outputs in {failed}:\n" + "\n".join(failures), failed)
+        raise NotebookFailed(
+            f"{path}: {len(failures)} cell(s) failed, outputs in {failed}:\n" + "\n".join(failures), failed
+        )
     failed.unlink(missing_ok=True)
     nbformat.write(strip_volatile_metadata(notebook), str(path))
 

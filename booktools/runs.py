@@ -160,11 +160,13 @@ def measure(
     read=gpu_memory_used,
     log=print,
     claims: dict[str, list[dict]] | None = None,
+    log_dir: Path | None = None,
 ) -> RunGroup:
     """Run ``notebooks`` under the current GPU setup and return what was measured (see the module docstring).
 
     One at a time, each notebook runs with :data:`support.claims.LOG_VARIABLE` set; the claims it checked are put
-    in ``claims`` (by notebook name) when a dict is given.
+    in ``claims`` (by notebook name) when a dict is given, and its whole output (pytest's report, for nbval) is
+    written to ``log_dir/<mode>_<chapter>.log`` when a folder is given.
     """
     import tempfile
 
@@ -188,6 +190,9 @@ def measure(
                     )
                 if claims is not None:
                     claims[chapter_name(notebook)] = read_log(claims_log)
+                if log_dir is not None:
+                    Path(log_dir).mkdir(parents=True, exist_ok=True)
+                    (Path(log_dir) / f"{mode}_{chapter_name(notebook)}.log").write_text(done.stdout)
                 run = ChapterRun(
                     notebook,
                     time.perf_counter() - begun,
@@ -357,6 +362,7 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--mode", choices=("execute", "nbval"), default="nbval")
     run.add_argument("--parallel", action="store_true", help="start all notebooks at once")
     run.add_argument("--memory-limit", help="the per-process limit the runs are under (e.g. 16G for an MPS limit)")
+    run.add_argument("--log-dir", type=Path, help="write each chapter's whole output there (MODE_CHAPTER.log)")
     run.add_argument("notebooks", nargs="+")
     sub.add_parser("readme", help="write the table of recorded runs into README.md")
     sub.add_parser("needs", help="write each chapter's need (support/chapter_needs.json) from the recorded runs")
@@ -372,7 +378,15 @@ def main(argv: list[str] | None = None) -> int:
 
     label = args.label or evidence.this_machine("", args.mode).gpu.removeprefix("NVIDIA ")
     claims: dict[str, list[dict]] = {}
-    group = measure(args.notebooks, label, args.mode, parallel=args.parallel, limit_bytes=limit, claims=claims)
+    group = measure(
+        args.notebooks,
+        label,
+        args.mode,
+        parallel=args.parallel,
+        limit_bytes=limit,
+        claims=claims,
+        log_dir=args.log_dir,
+    )
     record(group)
     found = {name: logged for name, logged in claims.items() if logged}
     if found and not args.parallel:

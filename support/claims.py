@@ -60,6 +60,9 @@ class Claim:
     factor: float | None = None  # how many times better than the control (beats), else None
     difference: float | None = None  # how far ahead of the control (ahead), else None
 
+    def _ipython_display_(self) -> None:
+        """Nothing: a cell that ends with a claim shows its printed line, not the record's repr."""
+
     def line(self) -> str:
         """The printed line: ✓ or ✗, the name, what was measured against what."""
         mark = "✓" if self.holds else "✗"
@@ -120,10 +123,17 @@ def _settle(claim: Claim) -> Claim:
     log = os.environ.get(LOG_VARIABLE)
     if log:
         with open(log, "a", encoding="utf-8") as out:
-            out.write(json.dumps(asdict(claim)) + "\n")
+            out.write(json.dumps(asdict(claim), default=_plain) + "\n")
     if not claim.holds:
         raise ClaimError(f"{claim.name} does not hold: {claim._summary()} ({claim.says})")
     return claim
+
+
+def _plain(value):
+    """A NumPy scalar (``np.bool_``, ``np.float64``) as the Python value JSON can write."""
+    if hasattr(value, "item"):
+        return value.item()
+    raise TypeError(f"a claim cannot record {type(value).__name__} values")
 
 
 def _number(value, what: str) -> float:
@@ -212,7 +222,7 @@ def same_memory(name: str, view, source, *, says: str, copy, copy_is: str = "a c
     from support.interop import device_pointer
     from support.interop import same_memory as points_at_the_same_memory
 
-    value, control = points_at_the_same_memory(view, source), points_at_the_same_memory(copy, source)
+    value, control = bool(points_at_the_same_memory(view, source)), bool(points_at_the_same_memory(copy, source))
     bar = "same pointer" if value else f"another pointer ({device_pointer(view):#x})"
     return _settle(Claim(name, "same_memory", says, value, "", control, copy_is, bar, value and not control))
 
@@ -257,5 +267,6 @@ def holds(name: str, observed: bool, *, control: bool, control_is: str, says: st
     on a case that must fail) is False: a control that cannot be False makes the claim an assert, so give one."""
     if control is None:
         raise TypeError(f"{name}: give the control observation (True or False), not None")
-    verdict = bool(observed) and not bool(control)
-    return _settle(Claim(name, "holds", says, bool(observed), "", control, control_is, "yes", verdict))
+    observed, control = bool(observed), bool(control)
+    verdict = observed and not control
+    return _settle(Claim(name, "holds", says, observed, "", control, control_is, "yes", verdict))

@@ -53,6 +53,21 @@ def test_a_bounded_score_is_ahead_of_its_control_by_a_difference_not_a_ratio():
     assert shown.endswith("(+0.153) ✓")
 
 
+def test_numpy_values_are_recorded_and_printed_as_python_values(logged, capsys):
+    claims.holds("t.np", np.bool_(True), control=np.bool_(False), control_is="the control", says="s")
+    claims.at_least("t.npf", np.float64(0.95), 0.9, control=np.float32(0.5), control_is="chance", says="s")
+    assert capsys.readouterr().out.splitlines()[0].endswith("the control: no")
+    recorded = evidence.read_log(logged)
+    assert recorded[0]["control"] is False and recorded[1]["control"] == pytest.approx(0.5)
+
+
+def test_a_cell_that_ends_with_a_claim_shows_only_its_line():
+    from IPython.core.formatters import DisplayFormatter
+
+    claim = claims.holds("t.shown", True, control=False, control_is="c", says="s")
+    assert DisplayFormatter().format(claim) == ({}, {})
+
+
 def test_bars_in_both_directions_and_measurements_that_failed():
     assert claims.at_least("t.recall", 0.93, 0.9, says="s", unit="", control=0.5, control_is="chance").holds
     assert claims.at_most("t.bytes", 20, 1024, says="s", unit="B").holds
@@ -114,7 +129,7 @@ def test_a_claim_is_one_line_and_the_sanitizer_keeps_its_name_verdict_and_what_f
     rules.read(notebooks.ROOT / "tests" / "nbval_sanitize.cfg", encoding="utf-8")
     for section in rules.sections():
         out = re.sub(rules[section]["regex"], rules[section]["replace"], out)
-    assert out.splitlines() == ["✓ t.long: CLAIM", "~an indented line that follows"], out
+    assert out.splitlines() == ["✓~t.long:~CLAIM", "~an~indented~line~that~follows"], out
 
 
 def made_up_run(label, mode, chapters, limit=None):

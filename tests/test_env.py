@@ -197,3 +197,26 @@ def test_card_memory_and_the_driver_release_come_from_nvml_or_are_none(monkeypat
 def test_the_cpu_is_named_with_the_cores_this_process_may_use():
     described = env.cpu_description()
     assert f"(of {os.cpu_count()})" in described and "cores for this process" in described
+
+
+def test_nbval_sanitizer_reads_a_timing_table_the_same_whatever_the_widths_of_its_figures():
+    import configparser
+    from pathlib import Path
+
+    rules = configparser.RawConfigParser()
+    rules.read(Path(__file__).with_name("nbval_sanitize.cfg"), encoding="utf-8")
+    committed = (
+        "                      work  median     min     max  repeats clock  speed-up\n"
+        "  zero-copy handoff, 1 GiB 7.76 µs 7.43 µs 23.7 µs       50  wall   66,000×\n"
+    )
+    fresh = (
+        "                      work   median      min     max  repeats clock speed-up\n"
+        "  zero-copy handoff, 1 GiB  7.7 µs  7.43 µs 123 ms        50  wall  9,000×\n"
+    )
+
+    def sanitized(text):
+        for section in rules.sections():
+            text = re.sub(rules[section]["regex"], rules[section]["replace"], text)
+        return text
+
+    assert sanitized(committed) == sanitized(fresh)

@@ -115,3 +115,18 @@ def test_each_process_gets_only_its_own_pytorch_setting():
     assert (
         expandable["PYTORCH_ALLOC_CONF"] == "expandable_segments:True" and "PYTORCH_CUDA_ALLOC_CONF" not in expandable
     )
+
+
+def test_a_plan_that_crossed_into_a_fresh_process_as_a_dict_is_read_back_as_a_plan(monkeypatch):
+    import sys
+    from dataclasses import asdict
+    from types import SimpleNamespace
+
+    fake_cupy = SimpleNamespace(cuda=SimpleNamespace(runtime=SimpleNamespace(memGetInfo=lambda: (80 * GIB, 80 * GIB))))
+    monkeypatch.setitem(sys.modules, "cupy", fake_cupy)
+    seen = {}
+    monkeypatch.setitem(fragmentation._MAKERS, "RMM pool", lambda cap: seen.setdefault("cap", cap))
+    monkeypatch.setattr(fragmentation, "fragment_and_probe", lambda name, allocator, plan: plan)
+    plan = FragmentPlan(2 * GIB, 16 * MIB, 64 * MIB)
+    assert fragmentation.measure("RMM pool", asdict(plan)) == plan
+    assert seen["cap"] == 2 * GIB

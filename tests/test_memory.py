@@ -385,6 +385,22 @@ def test_every_managed_route_of_a_process_shares_one_guarded_ledger(monkeypatch)
         managed.ledger("huge")
 
 
+def test_the_guard_counts_held_bytes_only_where_the_driver_does_not(monkeypatch):
+    import sys
+
+    from support.memory import managed
+
+    monkeypatch.setitem(sys.modules, "rmm", fake_rmm(counted_bytes=3 * GIB))
+    monkeypatch.setattr(managed, "_LEDGER", {})
+    managed.ledger(environ={})
+    monkeypatch.setattr(managed, "_DRIVER_COUNTS_MANAGED", [])
+    assert managed.held_beyond_free() == 3 * GIB  # not learnt yet: the safe side
+    monkeypatch.setattr(managed, "_DRIVER_COUNTS_MANAGED", [False])  # a whole GPU
+    assert managed.held_beyond_free() == 3 * GIB
+    monkeypatch.setattr(managed, "_DRIVER_COUNTS_MANAGED", [True])  # an MPS limit: free memory already holds them
+    assert managed.held_beyond_free() == 0
+
+
 def test_host_view_is_the_same_bytes_seen_from_numpy():
     from types import SimpleNamespace
 

@@ -78,6 +78,57 @@ def test_what_a_chapter_imports_from_the_books_packages_exists(path):
     assert missing == [], f"{path.name} imports what is not there: {missing}"
 
 
+def _has(module, name: str) -> bool:
+    import importlib
+
+    if hasattr(module, name):
+        return True
+    try:
+        importlib.import_module(f"{module.__name__}.{name}")
+    except ModuleNotFoundError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("path", notebooks.chapter_notebooks(), ids=lambda p: p.name)
+def test_what_a_chapter_reads_from_the_books_modules_exists(path):
+    """Every ``module.name`` a chapter reads from a module of the book it imported (``from support import
+    memory``, then ``memory.use_one_pool``) is there: a name moved to a submodule fails here, on the CPU, not in
+    the middle of a GPU run."""
+    import ast
+    import importlib
+    import types
+
+    bound: dict[str, types.ModuleType] = {}
+    missing = []
+    trees = [ast.parse(notebooks._python_source(c.source)) for c in notebooks.code_cells(notebooks.read_notebook(path))]
+    rebound = {  # a name the chapter assigns (views = {...}) is not the module of that name
+        node.id
+        for tree in trees
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)
+    }
+    for tree in trees:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] in PACKAGES:
+                for alias in node.names:
+                    found = getattr(importlib.import_module(node.module), alias.name, None)
+                    if found is None:
+                        found = importlib.import_module(f"{node.module}.{alias.name}")
+                    if isinstance(found, types.ModuleType):
+                        bound[alias.asname or alias.name] = found
+            elif isinstance(node, ast.Import):
+                for alias in node.names:
+                    if alias.name.split(".")[0] in PACKAGES and alias.asname:
+                        bound[alias.asname] = importlib.import_module(alias.name)
+        for node in ast.walk(tree):
+            name = node.value.id if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) else None
+            if name in bound and name not in rebound:
+                if not _has(bound[node.value.id], node.attr):
+                    missing.append(f"{node.value.id}.{node.attr}")
+    assert missing == [], f"{path.name} reads names its modules lack: {sorted(set(missing))}"
+
+
 PACKAGES = ("support", "booktools")
 
 

@@ -46,6 +46,12 @@ def test_measure_runs_each_notebook_and_records_pass_time_and_peak(monkeypatch):
     assert together.wall_seconds >= max(c.seconds for c in together.chapters)
 
 
+def test_each_chapters_whole_output_can_be_kept(monkeypatch, tmp_path):
+    monkeypatch.setattr(runs, "command_for", lambda mode, notebook: [sys.executable, "-c", "print('E  assert 1 == 2')"])
+    runs.measure(["chapters/01_a.ipynb"], "test GPU", "nbval", read=lambda: 0, log=lambda line: None, log_dir=tmp_path)
+    assert (tmp_path / "nbval_01_a.log").read_text() == "E  assert 1 == 2\n"
+
+
 def test_unknown_modes_are_refused():
     with pytest.raises(ValueError, match="unknown mode 'run'"):
         runs.command_for("run", "x.ipynb")

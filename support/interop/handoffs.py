@@ -41,6 +41,7 @@ __all__ = [
     "measure_ways",
     "protocols_spoken",
     "TARGETS",
+    "GPU_ONLY",
     "ArrayFacts",
     "ConversionRow",
     "ZeroCopyError",

@@ -25,6 +25,7 @@ them, so ``import support.memory`` works without a GPU.
 from support.memory.limits import MemoryLimitError, allocation_limit, pool_with_maximum
 from support.memory.observe import MemoryLeakError, MemoryUse, allocation_log, memory_scope, no_leak
 from support.memory.pools import (
+    RELEASE_KINDS,
     RESOURCE_KINDS,
     MemorySetupError,
     PoolReport,
@@ -32,6 +33,7 @@ from support.memory.pools import (
     check_pool_size,
     current_bytes,
     make_resource,
+    memory_returned,
     suggest_pool_size,
     torch_already_on_cuda,
     use_one_pool,
@@ -43,6 +45,7 @@ __all__ = [
     "GIB",
     "KIB",
     "MIB",
+    "RELEASE_KINDS",
     "RESOURCE_KINDS",
     "MemoryLeakError",
     "MemoryLimitError",
@@ -56,6 +59,7 @@ __all__ = [
     "current_bytes",
     "describe_bytes",
     "make_resource",
+    "memory_returned",
     "memory_scope",
     "no_leak",
     "pool_with_maximum",

@@ -241,11 +241,11 @@ only 1.00 GiB is free (lower the cap)
         )
 
 
-def measure(name: str, plan: FragmentPlan | None = None) -> FragmentationResult:
+def measure(name: str, plan: FragmentPlan | dict | None = None) -> FragmentationResult:
     """Run the experiment for allocator ``name`` in this process (a fresh one: PyTorch's settings are per process)."""
     if name not in _MAKERS:
         raise ValueError(f"unknown allocator {name!r}; choose one of: {', '.join(_MAKERS)}")
-    plan = plan or FragmentPlan()
+    plan = FragmentPlan(**plan) if isinstance(plan, dict) else plan or FragmentPlan()  # from a fresh process: a dict
     import cupy
 
     check_room(plan.cap_bytes, cupy.cuda.runtime.memGetInfo()[0])

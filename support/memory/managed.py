@@ -11,9 +11,12 @@ pages to host memory and faults them back, and on a shared GPU that storm of mig
 on the machine. :func:`check_managed_request` refuses such a request unless the environment variable
 ``GPU_INTEROP_ALLOW_OVERSUBSCRIPTION=1`` says the user wants it (do that only on a GPU of your own).
 
-The guard counts what the process already holds. Managed memory that no kernel has touched yet does not lower
-the free memory the driver reports, so checking each request alone would let ten requests of 60 % of the free
-memory through, one after another. Every managed route the book offers therefore allocates through one
+The guard counts what the process already holds. On a whole GPU, managed memory that no kernel has touched yet
+does not lower the free memory the driver reports, so checking each request alone would let ten requests of 60 %
+of the free memory through, one after another. Under an MPS client's memory limit the driver charges a managed
+allocation when it is made, and the free memory it reports already holds it: :func:`managed_array` learns which
+of the two it is from its first large allocation (:func:`driver_counts_managed`), so the guard never counts the
+same bytes twice before they are touched. Every managed route the book offers therefore allocates through one
 process-wide **ledger** (:func:`ledger`): a ``LimitingResourceAdaptor`` at the free device memory (when the
 ledger is made) over the managed resource, under a ``StatisticsResourceAdaptor`` that counts what is held.
 :func:`managed_array` checks the new request *plus the managed bytes still held* against the free memory
@@ -109,14 +112,40 @@ def managed_bytes_held() -> int:
     return int(next(iter(_LEDGER.values())).allocation_counts.current_bytes) if _LEDGER else 0
 
 
+#: Whether the driver's free memory drops when managed memory is allocated (under an MPS client's limit it does;
+#: on a whole GPU it waits for the pages to be touched): learnt from the first allocation of at least
+#: :data:`LEARNING_BYTES`; until then the guard counts what is held (the safe side).
+_DRIVER_COUNTS_MANAGED: list[bool] = []
+LEARNING_BYTES = 64 * 2**20
+
+
+def driver_counts_managed(free_before: int, free_after: int, nbytes: int) -> bool:
+    """Whether an allocation of ``nbytes`` lowered the driver's free memory by at least half of it.
+
+    >>> driver_counts_managed(16 * 2**30, 16 * 2**30, 2**30)  # a whole GPU: untouched pages are not charged
+    False
+    >>> driver_counts_managed(16 * 2**30, 15 * 2**30, 2**30)  # an MPS limit charges the allocation
+    True
+    """
+    return free_before - free_after >= nbytes // 2
+
+
+def held_beyond_free() -> int:
+    """The managed bytes this process holds that the driver's free memory does not already reflect."""
+    return 0 if _DRIVER_COUNTS_MANAGED and _DRIVER_COUNTS_MANAGED[0] else managed_bytes_held()
+
+
 def managed_array(shape, dtype=np.float32):
     """A CuPy array in managed memory (RMM ``ManagedMemoryResource``), after :func:`check_managed_request`."""
     import cupy
     import rmm
 
     nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
-    check_managed_request(nbytes, *rmm.mr.available_device_memory(), held=managed_bytes_held())
+    free, total = rmm.mr.available_device_memory()
+    check_managed_request(nbytes, free, total, held=held_beyond_free())
     buffer = rmm.DeviceBuffer(size=nbytes, mr=ledger(next(iter(_LEDGER), "cudaMallocManaged")))
+    if not _DRIVER_COUNTS_MANAGED and nbytes >= LEARNING_BYTES:
+        _DRIVER_COUNTS_MANAGED.append(driver_counts_managed(free, rmm.mr.available_device_memory()[0], nbytes))
     memory = cupy.cuda.UnownedMemory(buffer.ptr, nbytes, buffer)
     return cupy.ndarray(shape, dtype=dtype, memptr=cupy.cuda.MemoryPointer(memory, 0))
 
