@@ -144,6 +144,11 @@ def control_text(claim: dict) -> str:
     return f"{claim['control_is']}: {describe(claim['control'], claim['unit'])}"
 
 
+def run_name(run: ClaimRun) -> str:
+    """A recorded run's name on the page: its label and mode (one machine is often both executed and checked)."""
+    return f"{run.label} ({run.mode})"
+
+
 def page(runs: Sequence[ClaimRun], folder: Path = CHAPTERS) -> str:
     """The page *Claims and evidence* as MyST Markdown: the recorded runs, then one table per chapter."""
     import pandas as pd
@@ -163,7 +168,7 @@ def page(runs: Sequence[ClaimRun], folder: Path = CHAPTERS) -> str:
     machines = pd.DataFrame(
         [
             {
-                "run": f"{run.label} ({run.mode})",
+                "run": run_name(run),
                 "GPU": run.gpu,
                 "driver": run.driver,
                 "memory limit": describe(run.limit_bytes, "B") if run.limit_bytes else "none",
@@ -183,7 +188,7 @@ def page(runs: Sequence[ClaimRun], folder: Path = CHAPTERS) -> str:
                     names.append(claim["name"])
         rows = []
         for name in names:
-            found = {f"{run.label}": _find(run, notebook, name) for run in runs}
+            found = {run_name(run): _find(run, notebook, name) for run in runs}
             first = next(c for c in found.values() if c is not None)
             rows.append(
                 {"claim": f"`{name}`", "what it says": first["says"]}

@@ -161,12 +161,14 @@ def measure(
     log=print,
     claims: dict[str, list[dict]] | None = None,
     log_dir: Path | None = None,
+    on_chapter: Callable[[ChapterRun, list[dict]], None] | None = None,
 ) -> RunGroup:
     """Run ``notebooks`` under the current GPU setup and return what was measured (see the module docstring).
 
     One at a time, each notebook runs with :data:`support.claims.LOG_VARIABLE` set; the claims it checked are put
     in ``claims`` (by notebook name) when a dict is given, and its whole output (pytest's report, for nbval) is
-    written to ``log_dir/<mode>_<chapter>.log`` when a folder is given.
+    written to ``log_dir/<mode>_<chapter>.log`` when a folder is given. ``on_chapter(run, claims)`` is called as
+    each chapter ends, so that what was measured is kept even if a later chapter never ends (a host taken back).
     """
     import tempfile
 
@@ -188,8 +190,9 @@ def measure(
                     done = subprocess.run(
                         command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=environment
                     )
+                logged = read_log(claims_log)
                 if claims is not None:
-                    claims[chapter_name(notebook)] = read_log(claims_log)
+                    claims[chapter_name(notebook)] = logged
                 if log_dir is not None:
                     Path(log_dir).mkdir(parents=True, exist_ok=True)
                     (Path(log_dir) / f"{mode}_{chapter_name(notebook)}.log").write_text(done.stdout)
@@ -201,6 +204,8 @@ def measure(
                     _summary(done.stdout),
                 )
                 chapters.append(run)
+                if on_chapter is not None:
+                    on_chapter(run, logged)
                 log(
                     f"{notebook}: {run.seconds:.0f} s, peak {run.peak_bytes / GIB:.2f} GiB, "
                     f"{'passed' if run.passed else 'FAILED'} · {run.summary}"
@@ -377,22 +382,26 @@ def main(argv: list[str] | None = None) -> int:
     from booktools import evidence
 
     label = args.label or evidence.this_machine("", args.mode).gpu.removeprefix("NVIDIA ")
-    claims: dict[str, list[dict]] = {}
+
+    def keep(chapter: ChapterRun, logged: list[dict]) -> None:
+        """Record one chapter as soon as it ends: its time and memory, and the claims it checked."""
+        record(RunGroup(label, args.mode, False, chapter.seconds, chapter.peak_bytes, [chapter], limit))
+        if logged:
+            run = evidence.this_machine(label, args.mode, limit)
+            run.chapters = {chapter_name(chapter.notebook): logged}
+            evidence.record(run)
+
     group = measure(
         args.notebooks,
         label,
         args.mode,
         parallel=args.parallel,
         limit_bytes=limit,
-        claims=claims,
         log_dir=args.log_dir,
+        on_chapter=None if args.parallel else keep,
     )
-    record(group)
-    found = {name: logged for name, logged in claims.items() if logged}
-    if found and not args.parallel:
-        run = evidence.this_machine(label, args.mode, limit)
-        run.chapters = found
-        evidence.record(run)
+    if args.parallel:
+        record(group)
     print(
         f"{label}: {sum(c.passed for c in group.chapters)}/{len(group.chapters)} passed in {group.wall_seconds:.0f} s"
     )

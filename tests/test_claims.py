@@ -175,8 +175,20 @@ def test_the_page_shows_every_claim_on_every_run_beside_its_control(tmp_path):
     ]
     text = re.sub(r" +", " ", evidence.page(runs, folder=tmp_path))  # the columns' padding aside
     assert "| `a.x` | a.x says | 0.91 ✓ | 0.88 ✗ | chance: 0.5 | at least 0.9 |" in text
+    assert "| H100 (execute) | 16 GB (nbval) |" in text
     assert "| `a.y` " in text and "29 (29×) ✓" in text
     assert "16.00 GiB" in text and "## 01_a" in text
+
+
+def test_one_machine_executed_and_checked_shows_as_two_runs(tmp_path):
+    runs = [
+        made_up_run("H100", "execute", {"01_a": [claim("a.x", 0.91)], "02_b": [claim("b.y", 0.95)]}),
+        made_up_run("H100", "nbval", {"02_b": [claim("b.y", 0.93)]}),
+    ]
+    text = re.sub(r" +", " ", evidence.page(runs, folder=tmp_path))
+    assert "| claim | what it says | H100 (execute) | H100 (nbval) | control | bar |" in text
+    assert "| `a.x` | a.x says | 0.91 ✓ | | chance: 0.5 | at least 0.9 |" in text
+    assert "| `b.y` | b.y says | 0.95 ✓ | 0.93 ✓ |" in text
 
 
 def test_the_comparison_sets_each_claim_beside_the_books_with_the_ratio():

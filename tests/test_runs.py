@@ -52,6 +52,29 @@ def test_each_chapters_whole_output_can_be_kept(monkeypatch, tmp_path):
     assert (tmp_path / "nbval_01_a.log").read_text() == "E  assert 1 == 2\n"
 
 
+def test_each_chapter_is_handed_on_with_its_claims_before_the_next_starts(monkeypatch, tmp_path):
+    """A host taken back during a later chapter must not lose what the earlier ones measured."""
+    from support.claims import LOG_VARIABLE
+
+    marker = tmp_path / "kept"
+    claim = '{"name": "a.x", "holds": true}'
+    first = f"import os; open(os.environ['{LOG_VARIABLE}'], 'w').write('{claim}' + chr(10))"
+    second = f"import pathlib, sys; sys.exit(0 if pathlib.Path({str(marker)!r}).exists() else 3)"
+    commands = {"chapters/01_a.ipynb": first, "chapters/02_b.ipynb": second}
+    monkeypatch.setattr(runs, "command_for", lambda mode, notebook: [sys.executable, "-c", commands[notebook]])
+    seen = []
+
+    def keep(chapter, logged):
+        seen.append((chapter.notebook, chapter.passed, logged))
+        marker.touch()
+
+    runs.measure(list(commands), "test GPU", "execute", read=lambda: 0, log=lambda line: None, on_chapter=keep)
+    assert seen == [
+        ("chapters/01_a.ipynb", True, [{"name": "a.x", "holds": True}]),
+        ("chapters/02_b.ipynb", True, []),  # it found the first chapter already kept
+    ]
+
+
 def test_unknown_modes_are_refused():
     with pytest.raises(ValueError, match="unknown mode 'run'"):
         runs.command_for("run", "x.ipynb")
