@@ -10,7 +10,8 @@
 #   make execute     on a GPU host: execute notebooks in place, record time, memory and claims (NOTEBOOKS=..., LABEL=...)
 #   make compare     on your GPU: run the chapters' claims (COMPARE=chapters/...) and print them beside the book's
 #   make lint        ruff over support/, tests/ and the notebooks (notebook code within 88 columns)
-#   make workshop    the participant edition in _build/workshop/: chapters without solutions or outputs, a README
+#   make workshop    the participant edition in _build/workshop/: chapters without solutions or outputs, their files, a README
+#   make rehearse    on a GPU of your own: SEATS participants at once under MPS (LIMIT each) run AGENDA; records in runs/
 #   make diagrams    redraw the explanatory diagrams into chapters/diagrams/ (booktools/diagrams.py)
 #   make doctor      on a GPU server: can this machine run the book? one line per check, exit 1 on a blocker
 #   make gpu-env     on a GPU server: create .venv-gpu, upgrade its pip, install the `gpu` and `test` extras
@@ -52,7 +53,7 @@ TORCH_PIN := import re, tomllib; extra = tomllib.load(open("pyproject.toml", "rb
 HAS_GPU_STACK := import sys, importlib.metadata as m; sys.exit(0 if {(d.metadata["Name"] or "").lower() for d in m.distributions()} & set(sys.argv[1:]) else 1)
 GPU_MARKERS := cudf-cu13 rmm-cu13 cupy-cuda13x cudf rmm cupy
 
-.PHONY: help book test test-gpu test-gpu-16gb execute compare lint clean doctor gpu-env resolve-gpu diagrams workshop
+.PHONY: help book test test-gpu test-gpu-16gb execute compare lint clean doctor gpu-env resolve-gpu diagrams workshop rehearse
 
 help:
 	@sed -n 's/^#   //p' Makefile
@@ -100,6 +101,14 @@ test-gpu-16gb:
 
 workshop: $(BOOK_DEPS)
 	$(PY) -m booktools.workshop
+
+# A rehearsal of a workshop: AGENDA is two-hours, half-day or full-day (the teachers' page); SEATS times LIMIT
+# must fit the card.
+AGENDA ?= two-hours
+SEATS ?= 4
+LIMIT ?= 16G
+rehearse:
+	$(or $(strip $(PYTHON)),python3) -m booktools.rehearse --agenda $(AGENDA) --seats $(SEATS) --limit $(LIMIT)
 
 diagrams: $(TEST_DEPS)
 	$(PY) -m booktools.diagrams

@@ -13,13 +13,14 @@ taking it all. Use it on a GPU of your own: MPS changes how every process on tha
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 import shutil
 import signal
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 CONTROL = "nvidia-cuda-mps-control"
 #: Set for the command run under the limit, to the limit (``16G``).
@@ -57,11 +58,11 @@ def mps_running(control: str = CONTROL) -> bool:
     return _control(control, "get_server_list").returncode == 0
 
 
-def run_with_limit(command: Sequence[str], limit: str, *, device: int = 0, control: str = CONTROL) -> int:
-    """Start MPS with ``limit`` per client on ``device``, run ``command``, stop MPS; return the command's status."""
+@contextlib.contextmanager
+def limited(limit: str, *, device: int = 0, control: str = CONTROL) -> Iterator[dict[str, str]]:
+    """Start MPS with ``limit`` per client on ``device`` and stop it (``quit``) whatever happens inside: an error,
+    Ctrl-C, SIGTERM. Yields the environment for the processes to start under it (it names the limit)."""
     check_limit(limit)
-    if not command:
-        raise MpsError("give the command to run after --, e.g. -- make test-gpu")
     found = shutil.which(control)
     if found is None:
         raise MpsError(f"{control} is not on PATH: MPS comes with the NVIDIA driver on Linux")
@@ -79,16 +80,25 @@ def run_with_limit(command: Sequence[str], limit: str, *, device: int = 0, contr
 
     previous = signal.signal(signal.SIGTERM, stop_on_signal)
     try:
-        limited = _control(found, f"set_default_device_pinned_mem_limit {device} {limit}")
-        if limited.returncode != 0:
-            raise MpsError(f"MPS refused the limit {limit}: {(limited.stderr or limited.stdout).strip()}")
-        print(f"mps: MPS on, each client limited to {limit} on GPU {device}: {' '.join(command)}", flush=True)
-        # the command knows its limit: a run it records (booktools.runs, make test-gpu) is labelled with it
-        return subprocess.run(list(command), env={**os.environ, LIMIT_VARIABLE: limit}).returncode
+        limit_set = _control(found, f"set_default_device_pinned_mem_limit {device} {limit}")
+        if limit_set.returncode != 0:
+            raise MpsError(f"MPS refused the limit {limit}: {(limit_set.stderr or limit_set.stdout).strip()}")
+        # what runs under it knows its limit: a run it records (booktools.runs, make test-gpu) is labelled with it
+        yield {**os.environ, LIMIT_VARIABLE: limit}
     finally:
         _control(found, "quit")
         signal.signal(signal.SIGTERM, previous)
         print("mps: MPS stopped", flush=True)
+
+
+def run_with_limit(command: Sequence[str], limit: str, *, device: int = 0, control: str = CONTROL) -> int:
+    """Start MPS with ``limit`` per client on ``device``, run ``command``, stop MPS; return the command's status."""
+    check_limit(limit)
+    if not command:
+        raise MpsError("give the command to run after --, e.g. -- make test-gpu")
+    with limited(limit, device=device, control=control) as environment:
+        print(f"mps: MPS on, each client limited to {limit} on GPU {device}: {' '.join(command)}", flush=True)
+        return subprocess.run(list(command), env=environment).returncode
 
 
 def main(argv: list[str] | None = None) -> int:

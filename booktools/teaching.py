@@ -1,5 +1,6 @@
-"""Planning a workshop from the book's measured runs: what each chapter costs, and how many participants a GPU
-holds. The teacher's page (``chapters/90_for_teachers.ipynb``) shows these; nothing here needs a GPU.
+"""Planning a workshop from what the book measured: what each chapter costs, what each agenda needs, and what a
+rehearsal on one GPU showed. The teachers' page (``chapters/90_for_teachers.ipynb``) shows these; nothing here
+needs a GPU, and nothing here extrapolates: a seat count is stated only where a rehearsal ran it.
 """
 
 from __future__ import annotations
@@ -9,10 +10,54 @@ from collections.abc import Sequence
 from booktools.runs import RunGroup, chapter_name, chapter_needs, load
 from support.units import GIB
 
+#: The agendas of the teachers' page, each the chapters a participant runs, in order (``make rehearse AGENDA=``).
+AGENDAS: dict[str, list[str]] = {
+    "two-hours": ["00_getting_started", "01_why_gpus", "03_zero_copy", "06_ecg_pipeline"],
+    "half-day": [
+        "00_getting_started",
+        "01_why_gpus",
+        "02_memory_layouts",
+        "03_zero_copy",
+        "04_memory_pools",
+        "06_ecg_pipeline",
+    ],
+    "full-day": [
+        "00_getting_started",
+        "01_why_gpus",
+        "02_memory_layouts",
+        "03_zero_copy",
+        "04_memory_pools",
+        "04_watching_memory",
+        "05_unified_memory",
+        "06_ecg_pipeline",
+    ],
+}
+
+TIME = "run time (H100 80GB)"
+PEAK = "peak seen (GiB)"
+LIMIT = "passed under"
+
+
+def agenda(name: str) -> list[str]:
+    """The chapters of the agenda ``name``; an unknown name is refused with the known ones.
+
+    >>> agenda("two-hours")[:2]
+    ['00_getting_started', '01_why_gpus']
+    >>> agenda("1h")
+    Traceback (most recent call last):
+    ...
+    ValueError: no agenda '1h': choose one of two-hours, half-day, full-day
+    """
+    if name not in AGENDAS:
+        raise ValueError(f"no agenda {name!r}: choose one of {', '.join(AGENDAS)}")
+    return list(AGENDAS[name])
+
 
 def planning_rows(chapters: Sequence[str], groups: Sequence[RunGroup] | None = None, full: str = "H100 80GB"):
-    """Per chapter (``01_why_gpus``): its run time on the ``full`` GPU and the memory it was measured to need
-    under a limit (:func:`booktools.runs.chapter_needs`), from the recorded runs; None where nothing was measured."""
+    """Per chapter (``01_why_gpus``): its run time on the ``full`` GPU, and the peak of GPU memory seen while it
+    passed under a per-process limit, with that limit (:func:`booktools.runs.chapter_needs`). A peak seen is not a
+    requirement: a chapter may run in less. Where a chapter never passed under a limit, the row says whether it
+    failed under one (then it runs on a whole GPU only) or was never tried; None where nothing was measured."""
     groups = load() if groups is None else groups
     on_full = next((g for g in groups if g.label == full and not g.parallel), None)
     needs = chapter_needs(groups)
@@ -20,27 +65,38 @@ def planning_rows(chapters: Sequence[str], groups: Sequence[RunGroup] | None = N
     for name in chapters:
         run = None if on_full is None else next((c for c in on_full.chapters if chapter_name(c.notebook) == name), None)
         need = needs.get(name)
+        if need is not None:
+            limit = need.label
+        else:
+            failed = [
+                g.label
+                for g in groups
+                if g.limit_bytes and any(chapter_name(c.notebook) == name and not c.passed for c in g.chapters)
+            ]
+            limit = f"failed under {', '.join(failed)}" if failed else "never run under a limit"
         rows.append(
             {
                 "chapter": name,
-                f"run time ({full})": None if run is None else run.seconds,
-                "GPU memory it needs": None if need is None else need.peak_bytes / GIB,
+                TIME: None if run is None else run.seconds,
+                PEAK: None if need is None else need.peak_bytes / GIB,
+                LIMIT: limit,
             }
         )
     return rows
 
 
-def participants_per_gpu(card_gib: float, need_gib: float, share_gib: float = 16.0) -> int:
-    """How many participants one GPU with ``card_gib`` usable can hold when each gets an MPS share of
-    ``share_gib`` (at least what the session's most demanding chapter needs, ``need_gib``).
-
-    >>> participants_per_gpu(79, need_gib=13.7), participants_per_gpu(22, need_gib=13.7)
-    (4, 1)
-    >>> participants_per_gpu(12, need_gib=13.7)
-    0
-    """
-    if need_gib <= 0 or share_gib <= 0:
-        raise ValueError(f"memory needs and shares are positive, not {need_gib} and {share_gib}")
-    if card_gib < need_gib:
-        return 0
-    return max(1, int(card_gib // max(share_gib, need_gib)))
+def runs_together(groups: Sequence[RunGroup] | None = None) -> list[dict]:
+    """The recorded runs of several chapters at once on one GPU (``--parallel``): what ran, under which limit, how
+    many passed. They show that the chapters named ran side by side, nothing about other chapters."""
+    groups = load() if groups is None else groups
+    return [
+        {
+            "run": group.label,
+            "chapters at once": ", ".join(chapter_name(c.notebook) for c in group.chapters),
+            "passed": f"{sum(c.passed for c in group.chapters)} of {len(group.chapters)}",
+            "wall time (s)": group.wall_seconds,
+            "GPU peak (GiB)": None if group.peak_bytes is None else group.peak_bytes / GIB,
+        }
+        for group in groups
+        if group.parallel
+    ]

@@ -1,23 +1,74 @@
-"""booktools.teaching: the teacher's tables from recorded runs."""
+"""booktools.teaching: the teacher's tables from recorded runs, stating only what was measured."""
 
 from __future__ import annotations
 
 import pytest
 
-from booktools import teaching
+from booktools import notebooks, teaching
 from booktools.runs import ChapterRun, RunGroup
 from support.units import GIB
 
 
-def _chapter(name: str, seconds: float, peak: int) -> ChapterRun:
-    return ChapterRun(f"chapters/{name}.ipynb", seconds, peak, True)
+def _chapter(name: str, seconds: float, peak: int | None, passed: bool = True) -> ChapterRun:
+    return ChapterRun(f"chapters/{name}.ipynb", seconds, peak, passed)
 
 
-def test_planning_rows_read_times_on_the_full_gpu_and_needs_under_a_limit():
-    full = RunGroup("H100 80GB", "execute", False, 10.0, 5 * GIB, [_chapter("01_why_gpus", 80.0, 5 * GIB)], None)
-    limited = RunGroup("16 GB", "nbval", False, 10.0, 4 * GIB, [_chapter("01_why_gpus", 60.0, 4 * GIB)], 16 * GIB)
-    rows = teaching.planning_rows(["01_why_gpus", "99_unmeasured"], [full, limited])
-    assert rows[0] == {"chapter": "01_why_gpus", "run time (H100 80GB)": 80.0, "GPU memory it needs": 4.0}
-    assert rows[1]["run time (H100 80GB)"] is None and rows[1]["GPU memory it needs"] is None
-    with pytest.raises(ValueError, match="positive"):
-        teaching.participants_per_gpu(80, need_gib=0)
+def test_planning_rows_read_times_on_the_full_gpu_and_peaks_under_the_limit_passed():
+    full = RunGroup(
+        "H100 80GB",
+        "execute",
+        False,
+        10.0,
+        5 * GIB,
+        [_chapter("01_why_gpus", 80.0, 5 * GIB), _chapter("05_unified_memory", 200.0, 13 * GIB)],
+        None,
+    )
+    limited = RunGroup(
+        "16 GB",
+        "nbval",
+        False,
+        10.0,
+        4 * GIB,
+        [_chapter("01_why_gpus", 60.0, 4 * GIB), _chapter("05_unified_memory", 90.0, 8 * GIB, passed=False)],
+        16 * GIB,
+    )
+    rows = teaching.planning_rows(["01_why_gpus", "05_unified_memory", "99_unmeasured"], [full, limited])
+    assert rows[0] == {
+        "chapter": "01_why_gpus",
+        teaching.TIME: 80.0,
+        teaching.PEAK: 4.0,
+        teaching.LIMIT: "16 GB",
+    }
+    assert rows[1][teaching.PEAK] is None  # a failed run under a limit says nothing of a need
+    assert rows[1][teaching.LIMIT] == "failed under 16 GB"
+    assert rows[2][teaching.TIME] is None and rows[2][teaching.LIMIT] == "never run under a limit"
+
+
+def test_runs_together_say_which_chapters_ran_side_by_side():
+    together = RunGroup(
+        "16 GB, 2 readers",
+        "nbval",
+        True,
+        95.0,
+        30 * GIB,
+        [_chapter("02_memory_layouts", 18.0, None), _chapter("03_zero_copy", 39.0, None, passed=False)],
+        16 * GIB,
+    )
+    alone = RunGroup("H100 80GB", "execute", False, 1.0, GIB, [_chapter("02_memory_layouts", 1.0, GIB)], None)
+    assert teaching.runs_together([alone, together]) == [
+        {
+            "run": "16 GB, 2 readers",
+            "chapters at once": "02_memory_layouts, 03_zero_copy",
+            "passed": "1 of 2",
+            "wall time (s)": 95.0,
+            "GPU peak (GiB)": 30.0,
+        }
+    ]
+
+
+def test_every_agenda_names_chapters_of_the_book_in_order():
+    names = [path.stem for path in notebooks.chapter_notebooks()]
+    for name, chapters in teaching.AGENDAS.items():
+        assert chapters == sorted(chapters) and set(chapters) <= set(names), name
+    with pytest.raises(ValueError, match="choose one of two-hours, half-day, full-day"):
+        teaching.agenda("a week")

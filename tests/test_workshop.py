@@ -80,12 +80,28 @@ def test_broken_markup_is_named(cells, message):
         workshop.participant_notebook(notebook(*cells), "ch.ipynb")
 
 
-def test_make_workshop_writes_every_chapter_and_a_readme(tmp_path):
+def test_make_workshop_writes_every_chapter_the_files_they_open_and_a_readme(tmp_path):
     written = workshop.write_edition(notebooks.chapter_notebooks(), tmp_path)
-    assert [path.name for path in written] == [path.name for path in notebooks.chapter_notebooks()]
+    chapters = [path.name for path in notebooks.chapter_notebooks() if not path.name.startswith("90_")]
+    assert [path.name for path in written] == chapters and "90_for_teachers.ipynb" not in chapters
     assert (tmp_path / "README.md").read_text().startswith("# Workshop edition")
     for path in written:
         assert all(not cell.get("outputs") for cell in nbformat.read(path, as_version=4).cells)
+    assert (tmp_path / "diagrams" / "ecg_flow.png").exists() and (tmp_path / "ecg_cli_metrics.json").exists()
+    assert workshop.missing_files(tmp_path, notebooks.ROOT / "chapters") == []
+
+
+def test_a_file_a_chapter_opens_but_the_edition_lacks_is_named(tmp_path):
+    source, out = tmp_path / "chapters", tmp_path / "edition"
+    (source / "diagrams").mkdir(parents=True)
+    (source / "diagrams" / "flow.png").write_bytes(b"png")
+    (source / "runs.json").write_text("{}")
+    chapter = notebook(("md", "![the flow](diagrams/flow.png)"), ("code", 'json.load(open("runs.json"))'))
+    chapter.cells.append(nbformat.v4.new_code_cell('Path("written_by_a_cell.json").write_text("{}")'))
+    nbformat.write(chapter, source / "01_a.ipynb")
+    with pytest.raises(WorkshopError, match=r"lacks \(add them to workshop.ASSETS\): 01_a.ipynb: runs.json$"):
+        workshop.write_edition([source / "01_a.ipynb"], out)
+    assert (out / "diagrams" / "flow.png").exists()  # diagrams/ is one of the ASSETS
 
 
 def test_chapters_one_to_six_end_with_three_to_five_exercises_each():
