@@ -130,3 +130,13 @@ def skip_or_fail():
         pytest.skip(reason)
 
     return decide
+
+
+@pytest.fixture(autouse=True)
+def close_figures():
+    """Close the figures a test drew, so that matplotlib's many-open-figures warning reports a real leak only."""
+    yield
+    import sys
+
+    if "matplotlib.pyplot" in sys.modules:
+        sys.modules["matplotlib.pyplot"].close("all")
