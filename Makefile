@@ -103,12 +103,14 @@ workshop: $(BOOK_DEPS)
 	$(PY) -m booktools.workshop
 
 # A rehearsal of a workshop: AGENDA is two-hours, half-day or full-day (the teachers' page); SEATS times LIMIT
-# must fit the card.
+# must fit the card, and LIMIT must hold the agenda's largest recorded peak. REHEARSE_ARGS passes more options
+# (--skip-memory-check, --chapters ..., --timeout S; python -m booktools.rehearse --help).
 AGENDA ?= two-hours
 SEATS ?= 4
 LIMIT ?= 16G
+REHEARSE_ARGS ?=
 rehearse:
-	$(or $(strip $(PYTHON)),python3) -m booktools.rehearse --agenda $(AGENDA) --seats $(SEATS) --limit $(LIMIT)
+	$(or $(strip $(PYTHON)),python3) -m booktools.rehearse --agenda $(AGENDA) --seats $(SEATS) --limit $(LIMIT) $(REHEARSE_ARGS)
 
 diagrams: $(TEST_DEPS)
 	$(PY) -m booktools.diagrams

@@ -59,7 +59,9 @@ def mps_running(control: str = CONTROL) -> bool:
 
 
 @contextlib.contextmanager
-def limited(limit: str, *, device: int = 0, control: str = CONTROL) -> Iterator[dict[str, str]]:
+def limited(
+    limit: str, *, device: int = 0, control: str = CONTROL, quit_timeout: float = 30
+) -> Iterator[dict[str, str]]:
     """Start MPS with ``limit`` per client on ``device`` and stop it (``quit``) whatever happens inside: an error,
     Ctrl-C, SIGTERM. Yields the environment for the processes to start under it (it names the limit)."""
     check_limit(limit)
@@ -86,9 +88,18 @@ def limited(limit: str, *, device: int = 0, control: str = CONTROL) -> Iterator[
         # what runs under it knows its limit: a run it records (booktools.runs, make test-gpu) is labelled with it
         yield {**os.environ, LIMIT_VARIABLE: limit}
     finally:
-        _control(found, "quit")
-        signal.signal(signal.SIGTERM, previous)
-        print("mps: MPS stopped", flush=True)
+        try:
+            _control(found, "quit", timeout=quit_timeout)
+            print("mps: MPS stopped", flush=True)
+        except subprocess.TimeoutExpired:  # quit waits for its clients: one still running holds it
+            print(
+                f"mps: MPS did not stop within {quit_timeout:g} s, a CUDA process still runs under it; stop that "
+                "process, then: echo quit | nvidia-cuda-mps-control",
+                file=sys.stderr,
+                flush=True,
+            )
+        finally:
+            signal.signal(signal.SIGTERM, previous)
 
 
 def run_with_limit(command: Sequence[str], limit: str, *, device: int = 0, control: str = CONTROL) -> int:

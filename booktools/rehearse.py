@@ -12,7 +12,17 @@ first error, and the peak of GPU memory the seat's processes held (NVML); for th
 total memory, its peak in use and the wall time. Records are appended to ``runs/rehearsals.json``; the teachers'
 page states seats per GPU only from them.
 
-A plan that cannot fit is refused before anything starts: SEATS times LIMIT must fit the card's memory.
+A plan that cannot fit is refused before anything starts: SEATS times LIMIT must fit the card's memory, and
+LIMIT must hold the largest peak the agenda's chapters were seen at (each chapter's first cell would refuse a
+smaller share); ``--skip-memory-check`` rehearses a smaller share anyway, to find out whether it runs. Seats run
+as participants do: from a folder outside the repository, importing the installed book (no ``PYTHONPATH``),
+with ``XLA_PYTHON_CLIENT_PREALLOCATE=false``. A seat past ``--timeout`` is stopped with its kernels; a
+rehearsal cut short is recorded as such, with what every seat finished; failed notebooks are kept under
+``runs/rehearsals/``. ``--chapters`` rehearses part of an agenda, to split a long one across several runs.
+
+Under MPS a fatal GPU fault (an illegal address) in one client is reported to every client on that GPU, and the
+server accepts no new client until they have all exited: one seat's fault can stop the room. A rehearsal shows
+it as the same error at every seat at once.
 """
 
 from __future__ import annotations
@@ -74,19 +84,32 @@ class Rehearsal:
     wall_seconds: float
     gpu_peak_bytes: int | None
     seats: list[Seat]
+    chapters: list[str] = field(default_factory=list)  # what the seats ran: the agenda, or a part of it
+    memory_check: bool = True  # False: the chapters' first cells did not check the share (--skip-memory-check)
+    interrupted: bool = False  # cut short (Ctrl-C, SIGTERM): the seats' results are what they had finished
+
+    @property
+    def participants(self) -> list[Seat]:
+        return [seat for seat in self.seats if seat.edition == "participant"]
 
     @property
     def passed_seats(self) -> int:
-        return sum(seat.passed for seat in self.seats)
+        """Participant seats that passed every chapter (the teacher's seat is the reference, counted apart)."""
+        return sum(seat.passed for seat in self.participants)
 
     def summary(self) -> str:
-        """One line: seats passed, the slowest seat's time, the GPU's peak."""
+        """One line: participant seats passed, the teacher's seat, the slowest seat's time, the GPU's peak."""
         slowest = max((seat.seconds for seat in self.seats), default=0.0)
         peak = "unread" if self.gpu_peak_bytes is None else f"{self.gpu_peak_bytes / GIB:.1f} GiB"
+        teacher = [seat for seat in self.seats if seat.edition == "teacher"]
+        said = f"; the teacher's seat {'passed' if teacher[0].passed else 'FAILED'}" if teacher else ""
+        part = "" if not self.chapters else f" ({len(self.chapters)} chapters: {', '.join(self.chapters)})"
         return (
-            f"{self.agenda}, {len(self.seats)} seats of {self.limit} on {self.gpu}: {self.passed_seats} passed every "
-            f"chapter; the slowest seat took {slowest / 60:.1f} min; GPU peak {peak} of "
-            f"{self.gpu_total_bytes / GIB:.1f} GiB"
+            f"{self.agenda}{part}, {len(self.seats)} seats of {self.limit} on {self.gpu}: {self.passed_seats} of "
+            f"{len(self.participants)} participant seats passed every chapter{said}; the slowest seat took "
+            f"{slowest / 60:.1f} min; GPU peak {peak} of {self.gpu_total_bytes / GIB:.1f} GiB"
+            + ("" if self.memory_check else "; memory check skipped")
+            + ("; INTERRUPTED" if self.interrupted else "")
         )
 
     @classmethod
@@ -98,8 +121,9 @@ class Rehearsal:
         return cls(**{**data, "seats": seats})
 
 
-def check_plan(seats: int, limit: str, total_bytes: int) -> None:
-    """Refuse a plan whose seats cannot all hold their limit on a card of ``total_bytes``.
+def check_plan(seats: int, limit: str, total_bytes: int, need: tuple[str, int] | None = None) -> None:
+    """Refuse a plan whose seats cannot all hold their limit on a card of ``total_bytes``, or whose limit is below
+    ``need`` (the chapter and the peak it was seen at), which that chapter's first cell would refuse.
 
     >>> check_plan(8, "9G", 80 * GIB)
     >>> try:
@@ -120,6 +144,22 @@ def check_plan(seats: int, limit: str, total_bytes: int) -> None:
             f"{total_bytes / GIB:.1f} GiB: give each seat at most {int(total_bytes / seats // GIB)}G "
             f"(--limit {int(total_bytes / seats // GIB)}G), or use {int(total_bytes // per_seat)} seats"
         )
+    if need is not None and per_seat < need[1]:
+        chapter, peak = need
+        raise RehearsalError(
+            f"{limit} is below the {peak / GIB:.1f} GiB that {chapter} was seen to peak at, and its first cell would "
+            f"refuse every seat: give each seat at least {-(-peak // GIB)}G, or add --skip-memory-check to find out "
+            "whether the agenda runs in the smaller share"
+        )
+
+
+def agenda_need(chapters: Sequence[str]) -> tuple[str, int] | None:
+    """The chapter of ``chapters`` with the largest peak seen under a limit it passed, and that peak
+    (:mod:`support.needs`); None when none has one."""
+    from support import needs
+
+    found = [(name, need.peak_bytes) for name in chapters if (need := needs.of(name)) is not None]
+    return max(found, key=lambda item: item[1]) if found else None
 
 
 def mps_limit_bytes(limit: str) -> int:
@@ -168,16 +208,18 @@ def run_seat(
     folder: Path,
     chapters: Sequence[str],
     *,
+    out: Path | None = None,
     execute: Callable[[Path], None] | None = None,
     read: Callable[[], int | None] = seat_gpu_bytes,
 ) -> tuple[list[ChapterAtSeat], int | None]:
-    """Execute ``chapters`` in ``folder`` in order, going on after a failure; return each chapter's result and the
-    peak of GPU memory the seat's processes held."""
+    """Execute ``chapters`` in ``folder`` in order, going on after a failure (a failed cell, a dead kernel, a
+    timeout); return each chapter's result and the peak of GPU memory the seat's processes held. With ``out``,
+    what the seat has finished is written there after every chapter, so a seat stopped later keeps it."""
     from booktools.notebooks import NotebookFailed, execute_notebook
     from booktools.runs import MemorySampler
 
     execute = execute or execute_notebook
-    results = []
+    results: list[ChapterAtSeat] = []
     with MemorySampler(read, interval=0.5) as sampler:
         for name in chapters:
             begun = time.perf_counter()
@@ -187,7 +229,71 @@ def run_seat(
             except NotebookFailed as failure:
                 first = str(failure).splitlines()[1] if "\n" in str(failure) else str(failure)
                 results.append(ChapterAtSeat(name, False, time.perf_counter() - begun, first[:300]))
+            except Exception as error:  # noqa: BLE001 - a kernel that died or timed out fails this chapter only
+                said = f"{type(error).__name__}: {error}"
+                results.append(ChapterAtSeat(name, False, time.perf_counter() - begun, said[:300]))
+            if out is not None:
+                write_seat(out, results, sampler.peak or None)
     return results, (sampler.peak or None)
+
+
+def write_seat(out: Path, chapters: Sequence[ChapterAtSeat], peak: int | None) -> None:
+    """What a seat has finished, as the rehearsal reads it back."""
+    out.write_text(json.dumps({"chapters": [asdict(c) for c in chapters], "peak": peak}))
+
+
+def read_seat(out: Path, index: int, kind: str, chapters: Sequence[str], why: str) -> Seat:
+    """Seat ``index`` as it wrote itself to ``out``; chapters it never finished are failed with ``why``."""
+    done: list[ChapterAtSeat] = []
+    peak = None
+    if out.exists():
+        data = json.loads(out.read_text())
+        done, peak = [ChapterAtSeat(**c) for c in data["chapters"]], data["peak"]
+    finished = {c.chapter for c in done}
+    done += [ChapterAtSeat(name, False, 0.0, why) for name in chapters if name not in finished]
+    return Seat(index, kind, done, peak)
+
+
+def seat_environment(environment: dict[str, str], *, memory_check: bool = True) -> dict[str, str]:
+    """A participant's environment under MPS: the installed book (no ``PYTHONPATH`` into the repository), JAX
+    without preallocation (as the teachers' page sets the server), and the memory check on or off."""
+    seat = {key: value for key, value in environment.items() if key != "PYTHONPATH"}
+    seat["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
+    if not memory_check:
+        seat["GPU_INTEROP_SKIP_MEMORY_CHECK"] = "1"
+    return seat
+
+
+def check_installed(environment: dict[str, str], folder: Path) -> None:
+    """Refuse to start when a seat could not import the book from ``folder`` (a participant's folder, outside the
+    repository): the chapters import ``support``, and the seats ``booktools``."""
+    found = subprocess.run(
+        [sys.executable, "-c", "import booktools, support"], cwd=folder, env=environment, capture_output=True
+    )
+    if found.returncode != 0:
+        raise RehearsalError(
+            f"{sys.executable} cannot import the book outside its repository, as a participant's kernel must: "
+            "install it first (make gpu-env, or pip install -e '.[gpu,test]'), then run make rehearse "
+            "PYTHON=.venv-gpu/bin/python"
+        )
+
+
+def stop(process: subprocess.Popen, grace: float = 10) -> None:
+    """Stop a seat and the kernels it started (its process group): SIGTERM, then SIGKILL after ``grace`` s."""
+    import os
+    import signal
+
+    for sig, wait_s in ((signal.SIGTERM, grace), (signal.SIGKILL, grace)):
+        if process.poll() is not None:
+            return
+        try:
+            os.killpg(process.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            process.wait(wait_s)
+        except subprocess.TimeoutExpired:
+            continue
 
 
 def seat_command(folder: Path, chapters: Sequence[str], out: Path) -> list[str]:
@@ -200,47 +306,83 @@ def rehearse(
     seats: int,
     limit: str,
     *,
+    chapters: Sequence[str] | None = None,
     teacher: bool = True,
+    memory_check: bool = True,
+    timeout_s: float = 3600,
     device: int = 0,
+    keep: Path | None = None,
     machine: Callable[[], tuple[str, str, int]] | None = None,
     command: Callable[[Path, Sequence[str], Path], list[str]] = seat_command,
     read_gpu: Callable[[], int | None] | None = None,
     log: Callable[[str], None] = print,
 ) -> Rehearsal:
-    """Run ``seats`` seats of ``agenda`` at once under MPS with ``limit`` each; return what happened."""
+    """Run ``seats`` seats of ``agenda`` (or of ``chapters``, a part of it) at once under MPS with ``limit`` each;
+    return what happened. A seat still running after ``timeout_s`` is stopped; failed notebooks are copied to
+    ``keep`` (a folder per seat) when given."""
     from booktools.runs import MemorySampler, gpu_memory_used
 
-    chapters = teaching.agenda(agenda)
+    planned = teaching.agenda(agenda)
+    chapters = list(chapters or planned)
+    unknown = [name for name in chapters if name not in planned]
+    if unknown:
+        raise RehearsalError(f"not in the agenda {agenda}: {', '.join(unknown)} (it holds {', '.join(planned)})")
     gpu, driver, total = (machine or this_gpu)()
-    check_plan(seats, limit, total)
+    check_plan(seats, limit, total, agenda_need(chapters) if memory_check else None)
+    interrupted = False
     with tempfile.TemporaryDirectory(prefix="rehearsal-") as scratch:
         folders = prepare_seats(chapters, seats, Path(scratch), teacher=teacher)
         results = [Path(scratch) / f"seat-{index:02d}.json" for index in range(1, seats + 1)]
         begun = time.perf_counter()
         with mps.limited(limit, device=device) as environment, MemorySampler(read_gpu or gpu_memory_used) as gpu_use:
+            environment = seat_environment(environment, memory_check=memory_check)
+            check_installed(environment, folders[0][0])
             log(f"rehearse: {seats} seats of {agenda} ({', '.join(chapters)}) under MPS, {limit} each")
             processes = [
-                subprocess.Popen(command(folder, chapters, out), cwd=folder, env=environment)
+                subprocess.Popen(command(folder, chapters, out), cwd=folder, env=environment, start_new_session=True)
                 for (folder, _), out in zip(folders, results, strict=True)
             ]
+            deadline = time.monotonic() + timeout_s
             try:
-                for process in processes:
-                    process.wait()
+                while any(p.poll() is None for p in processes) and time.monotonic() < deadline:
+                    time.sleep(0.5)
+            except KeyboardInterrupt:
+                interrupted = True
             finally:
-                for process in processes:  # an interruption leaves no seat running on the GPU
-                    if process.poll() is None:
-                        process.kill()
+                for process in processes:  # a seat past its time, or an interruption: no kernel stays on the GPU
+                    stop(process)
         wall = time.perf_counter() - begun
-        seat_records = []
-        for index, ((_, kind), out) in enumerate(zip(folders, results, strict=True), start=1):
-            if out.exists():
-                data = json.loads(out.read_text())
-                seat_records.append(Seat(index, kind, [ChapterAtSeat(**c) for c in data["chapters"]], data["peak"]))
-            else:
-                seat_records.append(Seat(index, kind, [ChapterAtSeat(chapters[0], False, 0.0, "the seat died")]))
+        why = "interrupted" if interrupted else f"not finished within {timeout_s:g} s"
+        seat_records = [
+            read_seat(out, index, kind, chapters, why)
+            for index, ((_, kind), out) in enumerate(zip(folders, results, strict=True), start=1)
+        ]
+        if keep is not None:
+            keep_failed(folders, keep)
     return Rehearsal(
-        agenda, limit, gpu, driver, total, time.strftime("%Y-%m-%d"), wall, gpu_use.peak or None, seat_records
+        agenda,
+        limit,
+        gpu,
+        driver,
+        total,
+        time.strftime("%Y-%m-%d"),
+        wall,
+        gpu_use.peak or None,
+        seat_records,
+        chapters,
+        memory_check,
+        interrupted,
     )
+
+
+def keep_failed(folders: Sequence[tuple[Path, str]], keep: Path) -> None:
+    """Copy each seat's failed notebooks (``NAME.failed.ipynb``, with the outputs of the failing run) to
+    ``keep/seat-NN/``: what a teacher reads to learn what a room will meet."""
+    for folder, _ in folders:
+        for failed in sorted(folder.glob("*.failed.ipynb")):
+            target = keep / folder.name
+            target.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(failed, target / failed.name)
 
 
 def this_gpu() -> tuple[str, str, int]:
@@ -278,23 +420,39 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seats", type=int, default=4)
     parser.add_argument("--limit", default="16G", help="GPU memory per seat under MPS, e.g. 9G")
     parser.add_argument("--no-teacher", action="store_true", help="every seat runs the participant edition")
+    parser.add_argument("--chapters", nargs="+", help="rehearse these chapters of the agenda only")
+    parser.add_argument("--timeout", type=float, default=3600, help="stop a seat still running after this many s")
+    parser.add_argument(
+        "--skip-memory-check", action="store_true", help="rehearse a share smaller than the chapters' recorded peaks"
+    )
     args = parser.parse_args(argv)
     if args.action == "seat":
-        chapters, peak = run_seat(args.folder, args.chapters)
-        args.out.write_text(json.dumps({"chapters": [asdict(c) for c in chapters], "peak": peak}))
+        chapters, _ = run_seat(args.folder, args.chapters, out=args.out)
         return 0 if all(c.passed for c in chapters) else 1
+    keep = RUNS / "rehearsals" / f"{time.strftime('%Y%m%d-%H%M%S')}-{args.agenda}-{args.seats}x{args.limit}"
     try:
-        done = rehearse(args.agenda, args.seats, args.limit, teacher=not args.no_teacher)
+        done = rehearse(
+            args.agenda,
+            args.seats,
+            args.limit,
+            chapters=args.chapters,
+            teacher=not args.no_teacher,
+            memory_check=not args.skip_memory_check,
+            timeout_s=args.timeout,
+            keep=keep,
+        )
     except (RehearsalError, ValueError, mps.MpsError, workshop.WorkshopError) as error:
         print(f"rehearse: {error}", file=sys.stderr)
         return 2
     record(done)
+    if keep.exists():
+        print(f"failed notebooks, with their outputs: {keep}")
     for seat in done.seats:
         failed = [c for c in seat.chapters if not c.passed]
         said = "; ".join(f"{c.chapter}: {c.error}" for c in failed) or "every chapter passed"
         print(f"seat {seat.seat} ({seat.edition}): {seat.seconds / 60:.1f} min, {said}")
     print(done.summary())
-    return 0 if done.passed_seats == len(done.seats) else 1
+    return 0 if done.passed_seats == len(done.participants) and not done.interrupted else 1
 
 
 if __name__ == "__main__":

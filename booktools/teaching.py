@@ -6,6 +6,7 @@ needs a GPU, and nothing here extrapolates: a seat count is stated only where a 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 from booktools.runs import RunGroup, chapter_name, chapter_needs, load
 from support.units import GIB
@@ -83,6 +84,36 @@ def planning_rows(chapters: Sequence[str], groups: Sequence[RunGroup] | None = N
             }
         )
     return rows
+
+
+def share_for(chapters: Sequence[str], groups: Sequence[RunGroup] | None = None) -> int | None:
+    """The smallest whole number of GiB that holds the largest peak ``chapters`` were seen at under a limit they
+    passed: the ``--limit`` their first cells accept. None when none of them passed under a limit.
+
+    >>> from booktools.runs import ChapterRun
+    >>> run = RunGroup("16 GB", "nbval", False, 1.0, 0, [ChapterRun("a.ipynb", 1.0, int(13.7 * GIB), True)], 16 * GIB)
+    >>> share_for(["a"], [run])
+    14
+    """
+    needs = chapter_needs(load() if groups is None else groups)
+    peaks = [needs[name].peak_bytes for name in chapters if name in needs]
+    return -(-max(peaks) // GIB) if peaks else None
+
+
+def errors_in_log(path: Path) -> list[str]:
+    """The distinct errors a pytest log reports (``SomethingError: message`` lines, colours stripped), in order."""
+    import re
+
+    if not path.exists():
+        return []
+    text = re.sub(r"\x1b\[[0-9;]*m", "", path.read_text(errors="replace"))
+    found = re.findall(r"^(\w*(?:Error|Exception)): (.+)$", text, flags=re.MULTILINE)
+    seen: list[str] = []
+    for name, message in found:
+        line = f"{name}: {message.strip()}"[:160]
+        if line not in seen:
+            seen.append(line)
+    return seen
 
 
 def runs_together(groups: Sequence[RunGroup] | None = None) -> list[dict]:

@@ -127,3 +127,13 @@ def test_managed_memory_within_a_share_is_read_before_and_after_its_prefetch(mon
     before, after = guards.managed_within_share(2 * GIB)
     assert (before, after) == (10 * GIB, 8 * GIB)
     assert [e[0] for e in events] == ["allocate", "prefetch", "fill", "sync"]  # read only once the pages are there
+
+
+def test_mps_that_does_not_quit_in_time_is_named_and_the_signal_handler_restored(control, capsys):
+    slow = control.read_text().replace("read line\n", 'read line\n[ "$line" = quit ] && sleep 3\n')
+    control.write_text(slow)
+    before = mps.signal.getsignal(mps.signal.SIGTERM)
+    with mps.limited("16G", quit_timeout=0.5):
+        pass
+    assert "did not stop within 0.5 s, a CUDA process still runs under it" in capsys.readouterr().err
+    assert mps.signal.getsignal(mps.signal.SIGTERM) == before

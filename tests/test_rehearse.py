@@ -4,7 +4,9 @@ stand-in MPS that is stopped on every path, a seat goes on after a failed chapte
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import nbformat
@@ -19,9 +21,10 @@ MACHINE = ("NVIDIA H100 80GB HBM3", "580.1", 80 * GIB)
 
 
 def fake_seat(folder: Path, chapters, out: Path) -> list[str]:
-    """A seat that 'runs' each chapter by checking its notebook is there; chapter 03 fails at seats 3 and up."""
+    """A seat that 'runs' each chapter by checking its notebook is there; chapter 03 fails at seats 3 and up.
+    It leaves the environment it saw beside its record."""
     code = f"""
-import json, pathlib, sys
+import json, os, pathlib, sys
 folder, seat = pathlib.Path({str(folder)!r}), int({folder.name[-2:]!r})
 rows = []
 for name in {list(chapters)!r}:
@@ -29,8 +32,17 @@ for name in {list(chapters)!r}:
     fails = name.startswith("03") and seat >= 3
     rows.append(dict(chapter=name, passed=there and not fails, seconds=1.5 * seat,
                      error=None if there and not fails else "cell 7: AssertionError"))
-pathlib.Path({str(out)!r}).write_text(json.dumps(dict(chapters=rows, peak=2**30 * seat)))
+out = pathlib.Path({str(out)!r})
+out.write_text(json.dumps(dict(chapters=rows, peak=2**30 * seat)))
+pathlib.Path(str(out) + ".env").write_text(json.dumps(dict(os.environ)))
 """
+    return [sys.executable, "-c", code]
+
+
+def hanging_seat(folder: Path, chapters, out: Path) -> list[str]:
+    """A seat that finishes its first chapter, then hangs."""
+    first = json.dumps({"chapters": [{"chapter": chapters[0], "passed": True, "seconds": 1.0}], "peak": None})
+    code = f"import pathlib, time; pathlib.Path({str(out)!r}).write_text({first!r}); time.sleep(120)"
     return [sys.executable, "-c", code]
 
 
@@ -39,19 +51,107 @@ def test_a_plan_that_cannot_fit_is_refused_with_what_would_fit():
         rehearse.check_plan(8, "16G", 80 * GIB)
     with pytest.raises(rehearse.RehearsalError, match="at least one seat"):
         rehearse.check_plan(0, "16G", 80 * GIB)
-    rehearse.check_plan(8, "9G", 80 * GIB)
+    need = ("06_ecg_pipeline", int(13.7 * GIB))
+    with pytest.raises(rehearse.RehearsalError, match="9G is below the 13.7 GiB that 06_ecg_pipeline .* at least 14G"):
+        rehearse.check_plan(8, "9G", 80 * GIB, need)
+    rehearse.check_plan(8, "9G", 80 * GIB)  # with the memory check skipped, there is no need to hold
+    rehearse.check_plan(4, "16G", 80 * GIB, need)
 
 
-def test_every_seat_runs_the_agenda_at_once_and_mps_stops(control):  # noqa: F811
+def test_the_agendas_need_is_its_largest_recorded_peak():
+    from support import needs
+
+    chapter, peak = rehearse.agenda_need(rehearse.teaching.agenda("two-hours"))
+    recorded = {name: needs.of(name) for name in rehearse.teaching.agenda("two-hours")}
+    assert peak == max(need.peak_bytes for need in recorded.values() if need) and recorded[chapter].peak_bytes == peak
+    assert rehearse.agenda_need(["99_unmeasured"]) is None
+
+
+def test_every_seat_runs_the_agenda_at_once_as_a_participant_and_mps_stops(control, monkeypatch):  # noqa: F811
+    monkeypatch.setenv("PYTHONPATH", "/the/repository")
     done = rehearse.rehearse(
-        "two-hours", 4, "9G", machine=lambda: MACHINE, command=fake_seat, read_gpu=lambda: 30 * GIB, log=lambda s: None
+        "two-hours", 4, "16G", machine=lambda: MACHINE, command=fake_seat, read_gpu=lambda: 30 * GIB, log=lambda s: None
     )
-    assert calls(control) == ["get_server_list", "start", "set_default_device_pinned_mem_limit 0 9G", "quit"]
+    assert calls(control) == ["get_server_list", "start", "set_default_device_pinned_mem_limit 0 16G", "quit"]
     assert [seat.edition for seat in done.seats] == ["teacher", "participant", "participant", "participant"]
-    assert [c.chapter for c in done.seats[0].chapters] == rehearse.teaching.agenda("two-hours")
-    assert done.passed_seats == 2 and done.seats[2].chapters[2].error == "cell 7: AssertionError"
+    assert [c.chapter for c in done.seats[0].chapters] == rehearse.teaching.agenda("two-hours") == done.chapters
+    assert done.passed_seats == 1 and done.seats[2].chapters[2].error == "cell 7: AssertionError"
     assert done.seats[3].peak_bytes == 4 * GIB and done.gpu_peak_bytes == 30 * GIB
-    assert done.summary().startswith("two-hours, 4 seats of 9G on NVIDIA H100 80GB HBM3: 2 passed every chapter")
+    assert done.summary().startswith(
+        "two-hours (4 chapters: 00_getting_started, 01_why_gpus, 03_zero_copy, 06_ecg_pipeline), 4 seats of 16G on "
+        "NVIDIA H100 80GB HBM3: 1 of 3 participant seats passed every chapter; the teacher's seat passed"
+    )
+
+
+def test_a_seat_sees_a_participants_environment(control, monkeypatch, tmp_path):  # noqa: F811
+    """No PYTHONPATH into the repository, JAX without preallocation, the limit named, the check as asked."""
+    monkeypatch.setenv("PYTHONPATH", "/the/repository")
+    kept, real = tmp_path / "env.json", rehearse.read_seat
+
+    def read_and_keep(out, *args):  # the seat's environment file, before the scratch folder goes
+        kept.write_text(Path(str(out) + ".env").read_text())
+        return real(out, *args)
+
+    monkeypatch.setattr(rehearse, "read_seat", read_and_keep)
+    rehearse.rehearse(
+        "two-hours",
+        1,
+        "16G",
+        chapters=["00_getting_started"],
+        memory_check=False,
+        machine=lambda: MACHINE,
+        command=fake_seat,
+        read_gpu=lambda: None,
+        log=lambda s: None,
+    )
+    environment = json.loads(kept.read_text())
+    assert "PYTHONPATH" not in environment and environment["XLA_PYTHON_CLIENT_PREALLOCATE"] == "false"
+    assert environment["GPU_INTEROP_SKIP_MEMORY_CHECK"] == "1" and environment["GPU_INTEROP_MPS_LIMIT"] == "16G"
+
+
+def test_a_seat_past_its_time_is_stopped_and_keeps_what_it_finished(control):  # noqa: F811
+    started = time.monotonic()
+    done = rehearse.rehearse(
+        "two-hours",
+        1,
+        "16G",
+        timeout_s=1,
+        machine=lambda: MACHINE,
+        command=hanging_seat,
+        read_gpu=lambda: None,
+        log=lambda s: None,
+    )
+    assert time.monotonic() - started < 30 and calls(control)[-1] == "quit"
+    chapters = done.seats[0].chapters
+    assert chapters[0].passed and [c.error for c in chapters[1:]] == ["not finished within 1 s"] * 3
+
+
+def test_a_chapter_outside_the_agenda_is_refused(control):  # noqa: F811
+    with pytest.raises(rehearse.RehearsalError, match="not in the agenda two-hours: 05_unified_memory"):
+        rehearse.rehearse("two-hours", 1, "16G", chapters=["05_unified_memory"], machine=lambda: MACHINE)
+
+
+def test_a_book_that_is_not_installed_is_named_before_any_seat_starts(control, monkeypatch):  # noqa: F811
+    monkeypatch.setattr(rehearse.sys, "executable", "/bin/false")
+    with pytest.raises(rehearse.RehearsalError, match="cannot import the book outside its repository"):
+        rehearse.rehearse("two-hours", 1, "16G", machine=lambda: MACHINE, command=fake_seat, log=lambda s: None)
+    assert calls(control)[-1] == "quit"
+
+
+def test_the_seat_command_executes_real_notebooks_and_goes_on_after_a_failure(tmp_path):
+    for name, code in (("01_a", "print('fine')"), ("02_b", "raise ValueError('broken')"), ("03_c", "x = 1")):
+        chapter = nbformat.v4.new_notebook()
+        chapter.cells.append(nbformat.v4.new_code_cell(code))
+        nbformat.write(chapter, tmp_path / f"{name}.ipynb")
+    out = tmp_path / "seat.json"
+    command = rehearse.seat_command(tmp_path, ["01_a", "02_b", "03_c"], out)
+    done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1, done.stderr
+    seat = rehearse.read_seat(out, 1, "participant", ["01_a", "02_b", "03_c"], "never")
+    assert [(c.chapter, c.passed) for c in seat.chapters] == [("01_a", True), ("02_b", False), ("03_c", True)]
+    assert "ValueError: broken" in seat.chapters[1].error and (tmp_path / "02_b.failed.ipynb").exists()
+    rehearse.keep_failed([(tmp_path, "participant")], tmp_path / "kept")
+    assert (tmp_path / "kept" / tmp_path.name / "02_b.failed.ipynb").exists()
 
 
 def test_the_teachers_seat_has_the_solutions_and_the_others_do_not(tmp_path):
@@ -63,18 +163,24 @@ def test_the_teachers_seat_has_the_solutions_and_the_others_do_not(tmp_path):
     assert (folders[1][0] / "diagrams" / "dlpack_handshake.png").exists()
 
 
-def test_a_seat_goes_on_after_a_failed_chapter(tmp_path):
+def test_a_seat_goes_on_after_a_failed_chapter_or_a_dead_kernel(tmp_path):
     def execute(path: Path) -> None:
         if path.stem == "01_b":
             raise NotebookFailed(f"{path}: 1 cell(s) failed, outputs in x:\ncell 4: OutOfMemoryError: 2 GiB", path)
+        if path.stem == "02_c":
+            raise RuntimeError("Kernel died before replying to kernel_info")
 
-    results, peak = rehearse.run_seat(tmp_path, ["00_a", "01_b", "02_c"], execute=execute, read=lambda: None)
+    out = tmp_path / "seat.json"
+    results, peak = rehearse.run_seat(
+        tmp_path, ["00_a", "01_b", "02_c", "03_d"], out=out, execute=execute, read=lambda: None
+    )
     assert [(r.chapter, r.passed, r.error) for r in results] == [
         ("00_a", True, None),
         ("01_b", False, "cell 4: OutOfMemoryError: 2 GiB"),
-        ("02_c", True, None),
+        ("02_c", False, "RuntimeError: Kernel died before replying to kernel_info"),
+        ("03_d", True, None),
     ]
-    assert peak is None
+    assert peak is None and len(json.loads(out.read_text())["chapters"]) == 4
 
 
 def test_a_seat_that_cannot_start_still_stops_mps(control):  # noqa: F811
@@ -82,7 +188,7 @@ def test_a_seat_that_cannot_start_still_stops_mps(control):  # noqa: F811
         rehearse.rehearse(
             "two-hours",
             1,
-            "9G",
+            "16G",
             machine=lambda: MACHINE,
             command=lambda folder, chapters, out: ["/no/such/python"],
             read_gpu=lambda: None,
@@ -93,7 +199,7 @@ def test_a_seat_that_cannot_start_still_stops_mps(control):  # noqa: F811
 
 def test_records_are_appended_and_read_back(tmp_path):
     seat = rehearse.Seat(1, "teacher", [rehearse.ChapterAtSeat("00_a", True, 3.0)], GIB)
-    made = rehearse.Rehearsal("two-hours", "9G", *MACHINE, "2026-11-24", 60.0, 20 * GIB, [seat])
+    made = rehearse.Rehearsal("two-hours", "16G", *MACHINE, "2026-11-24", 60.0, 20 * GIB, [seat], ["00_a"])
     rehearse.record(made, tmp_path / "r.json")
     rehearse.record(made, tmp_path / "r.json")
     assert rehearse.load(tmp_path / "r.json") == [made, made]

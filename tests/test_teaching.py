@@ -72,3 +72,18 @@ def test_every_agenda_names_chapters_of_the_book_in_order():
         assert chapters == sorted(chapters) and set(chapters) <= set(names), name
     with pytest.raises(ValueError, match="choose one of two-hours, half-day, full-day"):
         teaching.agenda("a week")
+
+
+def test_errors_in_a_log_are_read_once_each_without_colours(tmp_path):
+    log = tmp_path / "nbval.log"
+    log.write_text(
+        "\x1b[31mRuntimeError\x1b[39m: CUDA error: cudaErrorIllegalAddress\n"
+        "E   RuntimeError: not at the start of the line\n"
+        "RuntimeError: CUDA error: cudaErrorIllegalAddress\n"
+        "ClaimError: memory.x does not hold\n"
+    )
+    assert teaching.errors_in_log(log) == [
+        "RuntimeError: CUDA error: cudaErrorIllegalAddress",
+        "ClaimError: memory.x does not hold",
+    ]
+    assert teaching.errors_in_log(tmp_path / "missing.log") == []
