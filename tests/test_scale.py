@@ -1,10 +1,9 @@
-"""support.many_gpus.scale on the CPU: recordings written, scored beat by beat on a two-process
-distributed.LocalCluster, judged against their truth, joined with their metadata and ranked (by a shuffle and by a
-broadcast). The same code runs on dask_cuda.LocalCUDACluster in chapter 7."""
+"""support.many_gpus.scale on the CPU: recordings written, scored beat by beat (and by a model fine-tuned on each) on a
+two-process distributed.LocalCluster, judged against their truth, summarized where they live and ranked, every beat
+ranked across recordings by a shuffle, read cold and warm, and timed on the chapter's three clusters (two workers
+sharing one device among them). The same code runs on dask_cuda.LocalCUDACluster in chapter 7."""
 
 from __future__ import annotations
-
-import dataclasses
 
 import numpy as np
 import pandas as pd
@@ -46,7 +45,8 @@ def test_one_recording_becomes_a_table_of_scored_beats(recordings, model):
     true_beats = metadata.loc[0, [f"true {kind}" for kind in synthetic.KINDS.values()]].sum()
     assert abs(len(table) + 1 - true_beats) <= 0.05 * true_beats
     assert (table["recording"] == "recording-010").all() and table["time_s"].is_monotonic_increasing
-    assert set(table["flagged"]) <= {0.0, 1.0} and 0 < table["short_rr"].mean() < 0.5
+    assert (table["tuned_score"] == table["score"]).all()  # nothing fine-tuned: the global model's scores
+    assert set(table["flagged"]) <= {0.0, 1.0} and 0 < table["premature"].mean() < 0.5
     assert ((table["time_s"] * 250).round() == table["sample"]).all()
     quality = scale.recording_quality(table, paths[0].parent)
     assert quality["recording"] == "recording-010" and quality["beats"] == len(table)
@@ -54,6 +54,30 @@ def test_one_recording_becomes_a_table_of_scored_beats(recordings, model):
     # chapter 6's measures, per recording: every kind present gets its AUROC against the normal beats
     assert {"auroc", "auroc ectopic vs normal", "auroc noise vs normal"} <= set(quality)
     assert quality["auroc noise vs normal"] > 0.7  # a model trained on 300 beats still sees loud artefact
+    # each scorer's AUROC of ectopic against normal beats; without fine-tuning, the global model's twice
+    assert quality["ectopic: global model"] == quality["ectopic: fine-tuned model"]
+    assert quality["ectopic: global model"] == quality["auroc ectopic vs normal"]
+    assert quality["ectopic: RR prematurity"] > 0.8  # the rhythm alone: chapter 6's control
+
+
+def test_a_model_fine_tuned_on_a_recording_scores_it_with_weights_of_its_own(recordings, model):
+    import torch
+
+    from support.ecg import pipeline
+
+    paths, _ = recordings
+    recording = scale.read_recording(paths[0])
+    before = [w.clone() for w in model.model.parameters()]
+    tuned = scale.score_recording(recording, model, fine_tune_epochs=2)
+    assert all(torch.equal(a, b) for a, b in zip(before, model.model.parameters(), strict=True))  # global untouched
+    assert not np.allclose(tuned["tuned_score"], tuned["score"])
+    again = scale.score_recording(recording, model, fine_tune_epochs=2)
+    pd.testing.assert_frame_equal(tuned, again)  # same seed, same model
+    beats = pipeline.to_torch(pipeline.find_beats(recording.signal, pipeline.PipelineConfig(progress=False)).matrix)
+    one = scale.fine_tune(model, beats, epochs=1)
+    assert any(not torch.equal(a, b) for a, b in zip(one.parameters(), model.model.parameters(), strict=True))
+    with pytest.raises(ValueError, match="at least one epoch"):
+        scale.fine_tune(model, beats, epochs=0)
 
 
 def test_the_traffic_of_a_recording_is_metered_stage_by_stage(recordings, model, monkeypatch):
@@ -73,7 +97,7 @@ def test_the_traffic_of_a_recording_is_metered_stage_by_stage(recordings, model,
     monkeypatch.setattr(traffic, "TrafficMeter", FakeMeter)
     paths, _ = recordings
     stages = scale.beat_table_traffic(paths[0], model, on="cpu")
-    assert list(stages) == ["read", "beats", "score", "table"]
+    assert list(stages) == ["read", "beats", "score", "fine-tune", "table"]
 
 
 def test_a_recording_without_truth_cannot_be_judged(recordings, model, tmp_path):
@@ -94,7 +118,7 @@ def client():
         yield connected
 
 
-def test_two_workers_score_and_rank_the_recordings(recordings, model, client):
+def test_two_workers_score_summarize_and_rank_the_recordings(recordings, model, client):
     from distributed import get_task_stream, wait
 
     paths, metadata = recordings
@@ -102,34 +126,135 @@ def test_two_workers_score_and_rank_the_recordings(recordings, model, client):
     with get_task_stream(client) as stream:
         tables = client.map(scale.beat_table, [str(p) for p in paths], model=model, pure=False)
         wait(tables)
-    shuffled = scale.rank_recordings(tables, metadata)
-    broadcast = scale.rank_recordings(tables, metadata, broadcast=True)
-    with pytest.raises(ValueError, match="without beats or metadata: \\['recording-012'\\]"):
-        scale.rank_recordings(tables[:2], metadata)
-    qualities = client.gather(client.map(scale.recording_quality, tables, folder=str(paths[0].parent)))
-    run = scale.measure_stages(client, paths, model, metadata, warmup=0, repeat=1)
-    assert run.workers == 2 and list(run.timings) == list(scale.STAGES)
-    assert run.timings["  read: on the workers"].median <= run.timings["read every recording"].median
-    assert run.timings["  score: on the workers"].median <= run.timings["score every recording"].median
-    # the reads were dealt out 2 + 1, and each recording was scored where it was read
-    assert run.load.loc["read", "tasks"].to_dict() == {"worker 0": 2, "worker 1": 1}
-    assert run.load.loc["score", "tasks"].to_dict() == {"worker 0": 2, "worker 1": 1}
-    pd.testing.assert_frame_equal(run.ranking, shuffled)
-    # the shuffle sends beat rows to the other worker; the broadcast sends the metadata and partial sums only
-    assert run.sent["rank: shuffle"] > run.sent["rank: broadcast"] and run.table_bytes > 0
-    table = scale.scaling_table(dataclasses.replace(run, workers=1), run)
-    assert list(table.columns) == ["1 worker", "2 workers", "speed-up", "sent between workers (2)"]
-    assert list(table["speed-up"]) == ["1.0×"] * 6 and table.loc["score every recording"].iloc[-1] == ""
-    assert tuple(shuffled.columns) == scale.RANK_COLUMNS
-    pd.testing.assert_frame_equal(shuffled, broadcast)
-    assert shuffled["flagged_share"].is_monotonic_decreasing
+    summaries, gathered, sent = scale.summaries_and_bytes(client, tables)
+    assert sent == gathered < 2**12  # a few numbers per recording came back, and no beat moved
+    ranking = scale.rank_recordings(summaries, metadata)
+    assert tuple(ranking.columns) == scale.RANK_COLUMNS
+    assert ranking["premature_share"].is_monotonic_decreasing
+    by_model = scale.rank_recordings(summaries, metadata, by="flagged_share")
+    assert by_model["flagged_share"].is_monotonic_decreasing
     direct = scale.beat_table(paths[2], model)
-    row = shuffled.set_index("recording").loc["recording-012"]
+    row = ranking.set_index("recording").loc["recording-012"]
     assert row["beats"] == len(direct) and row["flagged_share"] == pytest.approx(direct["flagged"].mean())
+    assert row["mean_bpm"] == pytest.approx(60 / direct["rr_s"].mean())
+    with pytest.raises(ValueError, match="without a summary or metadata: \\['recording-012'\\]"):
+        scale.rank_recordings(summaries[:2], metadata)
+    with pytest.raises(ValueError, match="a recording summarized twice"):
+        scale.rank_recordings([*summaries, summaries[0]], metadata)
+    qualities = client.gather(client.map(scale.recording_quality, tables, folder=str(paths[0].parent)))
     assert [q["recording"] for q in qualities] == [p.stem for p in paths]
     figure = scale.task_stream_figure(stream.data)
     assert [t.get_text() for t in figure.axes[0].get_yticklabels()][:1] == ["worker 0"]
     assert "beat_table" in [t.get_text() for t in figure.axes[0].get_legend().get_texts()]
+
+
+def test_every_beat_is_ranked_across_recordings_by_a_shuffle(recordings, model, client):
+    from distributed import wait
+
+    paths, _ = recordings
+    tables = client.map(scale.beat_table, [str(p) for p in paths], model=model, pure=False)
+    wait(tables)
+    before = scale.bytes_between_workers(client)
+    top = scale.rank_every_beat(tables, top=0.05)
+    assert scale.bytes_between_workers(client) > before  # beat rows changed workers
+    assert tuple(top.columns) == scale.TOP_COLUMNS and top["in_top"].is_monotonic_decreasing
+    every = pd.concat(client.gather(tables), ignore_index=True)  # the same count, in one process
+    best = every.nlargest(int(np.ceil(0.05 * len(every))), "score")
+    in_top = best["recording"].value_counts().reindex(every["recording"].unique(), fill_value=0)
+    assert top.set_index("recording")["in_top"].to_dict() == in_top.to_dict()
+    assert top["beats"].sum() == len(every)
+    with pytest.raises(ValueError, match="top must be a share"):
+        scale.rank_every_beat(tables, top=1.0)
+
+
+def test_the_three_clusters_are_timed_stage_by_stage(recordings, model, client):
+    paths, metadata = recordings
+    run = scale.measure_stages(client, paths, model, metadata, warmup=0, repeat=1)
+    assert run.workers == 2 and run.placement == scale.Placement(2) and list(run.timings) == list(scale.STAGES)
+    assert run.timings["  read: on the workers"].median <= run.timings["read from the page cache"].median
+    assert run.timings["  score: on the workers"].median <= run.timings["score every recording"].median
+    # the reads were dealt out 2 + 1, and each recording was scored where it was read
+    assert run.load.loc["read", "tasks"].to_dict() == {"worker 0": 2, "worker 1": 1}
+    assert run.load.loc["score", "tasks"].to_dict() == {"worker 0": 2, "worker 1": 1}
+    # the summaries are all that the workers sent; the global rank's shuffle moves beat rows
+    assert run.sent["rank: summaries gathered"] == run.gathered < run.sent["rank: every beat (shuffle)"]
+    assert run.ranking["premature_share"].is_monotonic_decreasing
+    assert run.top["beats"].sum() == run.ranking["beats"].sum()
+
+
+def _timings(seconds):
+    from support.bench import Timing
+
+    return {stage: Timing(stage, tuple(seconds), "wall") for stage in scale.STAGES}
+
+
+def _run(placement, seconds, sent=0):
+    return scale.ScalingRun(
+        placement, _timings(seconds), dict.fromkeys(scale.STAGES[5:], sent), 100, None, None, 1000, None
+    )
+
+
+def test_the_second_gpu_is_credited_only_as_far_as_the_repeats_go():
+    one, shared, own = scale.PLACEMENTS
+    assert [p.label for p in scale.PLACEMENTS] == ["1 worker, 1 GPU", "2 workers, 1 GPU", "2 workers, 2 GPUs"]
+    assert (one.gpus, shared.gpus, own.gpus) == (1, 1, 2)
+    runs = [_run(one, [4.0, 4.2, 4.4]), _run(shared, [2.0, 2.4, 3.0]), _run(own, [1.0, 1.2, 1.5], sent=2048)]
+    speedup = scale.second_gpu_speedup(runs[1], runs[2], "score every recording")
+    assert speedup == pytest.approx({"at least": 2.0 / 1.5, "median": 2.0, "at most": 3.0})
+    with pytest.raises(ValueError, match="as many workers on fewer GPUs"):
+        scale.second_gpu_speedup(runs[2], runs[1], "score every recording")
+    with pytest.raises(ValueError, match="as many workers on fewer GPUs"):
+        scale.second_gpu_speedup(runs[0], runs[2], "score every recording")
+    table = scale.scaling_table(runs)
+    assert list(table.columns) == [
+        "1 worker, 1 GPU",
+        "2 workers, 1 GPU",
+        "2 workers, 2 GPUs",
+        "second GPU",
+        "sent between workers (2 workers, 2 GPUs)",
+    ]
+    assert list(table["second GPU"]) == ["2.0×"] * len(scale.STAGES)
+    assert table.loc["rank: every beat (shuffle)"].iloc[-1] == "2.00 KiB" and table.loc["read from disk"].iloc[-1] == ""
+    spread = scale.spread_table(runs, "score every recording")
+    assert spread.loc["2 workers, 1 GPU"].to_dict() == {"repeats": 3, "fastest": 2.0, "median": 2.4, "slowest": 3.0}
+    with pytest.raises(ValueError, match="3 workers cannot be shared 2 to a GPU"):
+        scale.Placement(3, workers_per_gpu=2)
+
+
+def test_two_workers_can_share_one_device():
+    from distributed import Client
+
+    # a port of its own for the scheduler's HTTP server: the module's cluster holds the default one
+    shared = scale.make_cluster("cpu", workers=2, workers_per_gpu=2, dashboard_address=":0")
+    with shared as cluster, Client(cluster) as connected:
+        assert list(cluster.worker_spec) == [0, "0-1"]  # one started, one copied beside it
+        first, copy = cluster.worker_spec[0], cluster.worker_spec["0-1"]
+        assert copy["cls"] is first["cls"] and copy["options"].keys() == first["options"].keys()
+        assert copy["options"].get("env") == first["options"].get("env")  # the same CUDA_VISIBLE_DEVICES
+        assert len(connected.scheduler_info()["workers"]) == 2
+    with pytest.raises(ValueError, match="at least one worker per device"):
+        scale.share_each_worker_s_device(None, 0)
+    with pytest.raises(ValueError, match="give workers= with workers_per_gpu="):
+        scale.make_cluster("gpu", workers_per_gpu=2)
+
+
+def test_a_file_is_read_cold_after_its_pages_are_dropped(tmp_path, monkeypatch):
+    path = tmp_path / "a.csv"
+    path.write_text("1.0\n2.0\n")  # dirty pages: fsync-ed before they are dropped
+    assert scale.drop_from_page_cache(path) == 8 and path.read_text() == "1.0\n2.0\n"
+    with pytest.raises(FileNotFoundError):
+        scale.drop_from_page_cache(tmp_path / "missing.csv")
+    dropped, ran = [], []
+    monkeypatch.setattr(scale, "drop_from_page_cache", dropped.append)
+    timing = scale.time_cold(lambda: ran.append(len(dropped)), ["a", "b"], label="cold", warmup=1, repeat=3)
+    assert len(timing.samples) == 3 and timing.clock == "wall"
+    assert ran == [2, 4, 6, 8]  # every file dropped before every call, the warm-up's too
+
+
+def test_ucx_is_offered_only_where_its_wheels_are():
+    assert scale.available_transports(lambda name: None) == ["tcp"]
+    assert scale.available_transports(lambda name: object()) == ["tcp", "ucx"]
+    assert scale.available_transports(lambda name: object() if name == "ucxx" else None) == ["tcp"]
 
 
 def test_each_worker_reads_its_share_and_the_recordings_stay_there(recordings, model, client):

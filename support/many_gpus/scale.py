@@ -4,21 +4,31 @@ The same code runs on a laptop's cores and on a machine's GPUs; only the cluster
 
 - :func:`make_cluster` starts ``dask_cuda.LocalCUDACluster`` on a GPU machine (one worker per GPU, each with its
   own RMM pool that cuDF, CuPy and PyTorch share: chapter 4's lesson applied per process) or
-  ``distributed.LocalCluster`` on the CPU; :func:`worker_devices` shows which GPU each worker sees;
+  ``distributed.LocalCluster`` on the CPU, and with ``workers_per_gpu`` puts several workers on one GPU
+  (:func:`share_each_worker_s_device`); :func:`worker_devices` shows which GPU each worker sees;
+  :data:`PLACEMENTS` are the chapter's three clusters (one worker on one GPU, two on one, two on two);
 - :func:`write_recording` writes one synthetic recording (chapter 6's generator, one seed each, some with more
-  anomalies) as a CSV, with its truth beside it, and returns its row of the metadata table;
+  ectopic beats) as a CSV, with its truth beside it, and returns its row of the metadata table;
 - :func:`train_on_sample` trains one model for every recording, on beats sampled from a few of them;
+  :func:`fine_tune` makes a model per recording from it;
 - the per-recording work is two tasks, both where the data lives (the worker's GPU, or its CPU):
   :func:`read_recording` reads a CSV into the worker's memory, :func:`score_recording` runs chapter 6's stages
-  on it to a score per beat, returned as a data frame that stays on the worker; :func:`beat_table` does both;
+  on it, fine-tunes a copy of the model on its beats, and scores every beat three ways (the global model, the
+  fine-tuned one, the RR-prematurity score), as a data frame that stays on the worker; :func:`beat_table` does
+  both; :func:`drop_from_page_cache` makes the next read of a file come from the disk (:func:`time_cold`);
 - :func:`recording_quality` judges one recording's scores against its truth, where the table lives;
-- :func:`rank_recordings` joins every beat with its recording's metadata and ranks the recordings: a stage that
-  needs the data of every recording at once (a shuffle between workers, or a broadcast of the small table);
+- the rankings: :func:`recording_summary` reduces a table to one row where it lives, and
+  :func:`rank_recordings` ranks the gathered rows with their metadata (:func:`summaries_and_bytes` counts what
+  came back); :func:`rank_every_beat` ranks every beat across recordings, a stage that needs all of them at once
+  (a shuffle between workers);
 - :func:`task_stream_figure` draws what each worker did and when, from the scheduler's task stream (the
   dashboard's "Task Stream" plot, as a figure for the page);
 - :func:`read_everywhere` reads every recording, each worker its share (:func:`recordings_per_worker`);
-- :func:`measure_stages` times the reading, the scoring and both rankings on one cluster (with the bytes sent
-  between workers and each worker's load), :func:`scaling_table` sets two clusters side by side;
+- :func:`measure_stages` times the reading (from disk and from the page cache), the scoring and both rankings on
+  one cluster (with the bytes sent between workers and each worker's load); :func:`scaling_table` sets the
+  clusters side by side, :func:`spread_table` shows a stage's repeats, :func:`second_gpu_speedup` bounds what the
+  second GPU buys against two workers on one;
+- :func:`available_transports` says whether UCX can be tried here;
 - :func:`cluster_diagram` draws the cluster;
 - :func:`recording_size` tells Dask how many bytes a recording holds (its samples).
 """
@@ -34,11 +44,29 @@ from pathlib import Path
 
 import numpy as np
 
-#: The columns of :func:`beat_table`: one row per beat after the first of a recording.
-BEAT_COLUMNS = ("recording", "sample", "time_s", "rr_s", "score", "flagged", "short_rr")
+#: The columns of :func:`beat_table`: one row per beat after the first of a recording. ``score`` is the global
+#: model's, ``tuned_score`` that of the model fine-tuned on the recording (:func:`fine_tune`), ``rr_score``
+#: chapter 6's RR-prematurity score (the rhythm alone, no model: the control of both).
+BEAT_COLUMNS = (
+    "recording",
+    "sample",
+    "time_s",
+    "rr_s",
+    "score",
+    "tuned_score",
+    "rr_score",
+    "flagged",
+    "premature",
+)
+
+#: A beat is ``premature`` where chapter 6's RR-prematurity score (:func:`support.ecg.baselines.rr_prematurity`)
+#: passes this: it came at least 20 % early against the median of the intervals around it, or less early and
+#: followed by a pause. Against the recording's own median instead, a bout of exercise (a faster rate for
+#: minutes) would count as premature beats.
+PREMATURE = float(np.log(1 / 0.8))
 
 #: The columns of :func:`rank_recordings`, in order.
-RANK_COLUMNS = ("recording", "ectopic_rate", "beats", "mean_bpm", "flagged_share", "short_rr_share")
+RANK_COLUMNS = ("recording", "ectopic_rate", "beats", "mean_bpm", "premature_share", "flagged_share")
 
 
 @dataclass(frozen=True)
@@ -175,6 +203,36 @@ def train_on_sample(
     return GlobalModel(training.model.cpu(), threshold, fs, trained_on=len(tensor))
 
 
+def fine_tune(model: GlobalModel, tensor, *, epochs: int, batch_size: int = 4096, seed: int = 0):
+    """A copy of ``model``'s autoencoder trained ``epochs`` more epochs on the beats in ``tensor`` (one recording's,
+    on their device), from the global weights: a model per recording, fine-tuned from the global one. The
+    global model is left as it was. Deterministic as :func:`support.ecg.vae.train` is (same seed, same GPU)."""
+    import copy
+
+    import torch
+
+    from support.ecg import vae
+
+    if epochs < 1:
+        raise ValueError(f"fine-tuning needs at least one epoch, not {epochs}")
+    tuned = copy.deepcopy(model.model).to(tensor.device)
+    fused = True if tensor.device.type == "cuda" else None  # one kernel for every parameter's update (CUDA only)
+    optimizer = torch.optim.Adam(tuned.parameters(), lr=1e-3, fused=fused)
+    generator = torch.Generator(device=tensor.device).manual_seed(seed)
+    steps = max(1, len(tensor) // batch_size)
+    tuned.train()
+    devices = [tensor.device] if tensor.device.type == "cuda" else []
+    # the VAE's sampling draws from the global generator: seeded here, and restored after (fork_rng)
+    with torch.random.fork_rng(devices=devices), torch.backends.cudnn.flags(benchmark=False, deterministic=True):
+        torch.manual_seed(seed)
+        for _ in range(epochs):
+            order = torch.randperm(len(tensor), device=tensor.device, generator=generator)
+            for step in range(steps):
+                vae.train_step(tuned, optimizer, tensor[order[step * batch_size : (step + 1) * batch_size]])
+    tuned.eval()
+    return tuned
+
+
 def _frame(on: str, columns: dict):
     if on == "gpu":
         import cudf
@@ -188,9 +246,10 @@ def _frame(on: str, columns: dict):
 def empty_beat_table(on: str = "cpu"):
     """A table with :data:`BEAT_COLUMNS` and no rows: the ``meta`` Dask needs to know the tables' types."""
     xp = _array_module(on)
-    kinds = {"sample": xp.int64, "time_s": xp.float64, "rr_s": xp.float64, "score": xp.float32}
+    kinds = {"sample": xp.int64, "time_s": xp.float64, "rr_s": xp.float64}
+    kinds |= {"score": xp.float32, "tuned_score": xp.float32, "rr_score": xp.float32}
     columns = {"recording": []} | {name: xp.zeros(0, dtype=kind) for name, kind in kinds.items()}
-    columns |= {"flagged": xp.zeros(0, dtype=xp.float32), "short_rr": xp.zeros(0, dtype=xp.float32)}
+    columns |= {"flagged": xp.zeros(0, dtype=xp.float32), "premature": xp.zeros(0, dtype=xp.float32)}
     frame = _frame(on, columns)
     frame["recording"] = frame["recording"].astype(str)
     return frame
@@ -212,26 +271,39 @@ def read_recording(path, *, fs: float = 250.0, on: str = "cpu"):
     return recording
 
 
-def score_recording(recording, model: GlobalModel, *, on: str = "cpu", meter=None):
+def score_recording(recording, model: GlobalModel, *, on: str = "cpu", meter=None, fine_tune_epochs: int = 0):
     """Chapter 6's stages on a recording already in memory, where it lives: find and embed the beats, score them
-    with ``model``; one row per beat after the first (cuDF on the GPU, pandas on the CPU).
+    with ``model``, fine-tune a copy of it on the recording's beats for ``fine_tune_epochs`` epochs
+    (:func:`fine_tune`) and score them again; one row per beat after the first (cuDF on the GPU, pandas on the
+    CPU), with the columns :data:`BEAT_COLUMNS`.
 
-    ``flagged`` is 1 where the score passes the model's threshold, ``short_rr`` where the interval before the
-    beat is under 80 % of the recording's median (a premature beat); ``sample`` is the beat's R peak. A
-    :class:`support.traffic.TrafficMeter` passed as ``meter`` records the copies of each stage.
+    ``flagged`` is 1 where the global score passes the model's threshold (one scale for every recording),
+    ``premature`` where the RR-prematurity score passes :data:`PREMATURE` (the beat came early against the
+    intervals around it); ``sample`` is the beat's R peak. With ``fine_tune_epochs=0`` nothing is tuned and
+    ``tuned_score`` is the global score. A :class:`support.traffic.TrafficMeter` passed as ``meter`` records the
+    copies of each stage.
     """
     from support.ecg import pipeline
+    from support.ecg.baselines import rr_prematurity
     from support.interop import share
 
     xp = _array_module(on)
     stage = _stages(meter)
     name = Path(recording.source).stem
+    target = "cupy" if on == "gpu" else "numpy"
     with stage("beats"):
         found = pipeline.find_beats(recording.signal, pipeline.PipelineConfig(fs=model.fs, progress=False))
         if len(found) < 3:
             raise ValueError(f"{name}: fewer than three beats were found; is this an ECG sampled at {model.fs:g} Hz?")
+        tensor = pipeline.to_torch(found.matrix)
     with stage("score"):
-        scores = share(model.scores(pipeline.to_torch(found.matrix)), "cupy" if on == "gpu" else "numpy")
+        scores = share(model.scores(tensor), target)
+    with stage("fine-tune"):
+        tuned = scores
+        if fine_tune_epochs:
+            own = GlobalModel(fine_tune(model, tensor, epochs=fine_tune_epochs), model.threshold, model.fs, len(tensor))
+            tuned = share(own.scores(tensor), target)
+        rhythm = share(rr_prematurity(found.peaks, model.fs), target)
     with stage("table"):
         rr = xp.diff(found.peaks).astype(xp.float64) / model.fs
         columns = {
@@ -239,8 +311,10 @@ def score_recording(recording, model: GlobalModel, *, on: str = "cpu", meter=Non
             "time_s": found.peaks[1:].astype(xp.float64) / model.fs,
             "rr_s": rr,
             "score": scores[1:],
+            "tuned_score": tuned[1:],
+            "rr_score": rhythm[1:],
             "flagged": (scores[1:] > model.threshold).astype(xp.float32),
-            "short_rr": (rr < 0.8 * xp.median(rr)).astype(xp.float32),
+            "premature": (rhythm[1:] > PREMATURE).astype(xp.float32),
         }
         table = _frame(on, columns)
         table.insert(0, "recording", name)
@@ -256,11 +330,17 @@ def beat_table(path, model: GlobalModel, *, on: str = "cpu", meter=None):
     return score_recording(recording, model, on=on, meter=meter)
 
 
+#: The scores of a beat table that :func:`recording_quality` judges on the ectopic beats, and their names there.
+SCORERS = {"score": "global model", "tuned_score": "fine-tuned model", "rr_score": "RR prematurity"}
+
+
 def recording_quality(table, folder) -> dict[str, object]:
     """How well the scores of one recording's :func:`beat_table` separate its anomalies from its normal beats,
     judged against the truth :func:`write_recording` left in ``folder``: chapter 6's measures
     (:func:`support.ecg.pipeline.evaluate_scores`: AUROC overall and per kind of anomaly, precision at the
-    labelled rate) over every beat of the recording."""
+    labelled rate) of the global model's score over every beat of the recording, and the AUROC of ectopic
+    against normal beats of each of :data:`SCORERS` (``"ectopic: <scorer>"``; NaN where the recording has
+    none)."""
     from support.ecg.beats import true_labels_of
     from support.ecg.pipeline import evaluate_scores
 
@@ -272,49 +352,92 @@ def recording_quality(table, folder) -> dict[str, object]:
         label = true_labels_of(np.asarray(table["sample"].to_numpy()), known["r_peaks"], known["labels"])
     quality = evaluate_scores(np.asarray(table["score"].to_numpy()), label)
     beats, anomalies = quality.pop("test_beats"), quality.pop("test_anomalies")
-    return {"recording": name, "beats": beats, "anomalies": anomalies} | quality
+    ectopic = {}
+    for column, scorer in SCORERS.items():
+        judged = evaluate_scores(np.asarray(table[column].to_numpy()), label)
+        ectopic[f"ectopic: {scorer}"] = judged.get("auroc ectopic vs normal", float("nan"))
+    return {"recording": name, "beats": beats, "anomalies": anomalies} | quality | ectopic
 
 
-def rank_recordings(tables, metadata, *, on: str = "cpu", broadcast: bool = False):
-    """Join every beat of ``tables`` (futures or delayed :func:`beat_table` results) with its recording's row of
-    ``metadata`` and rank the recordings by their share of flagged beats, highest first (a pandas DataFrame).
+def recording_summary(table) -> dict[str, object]:
+    """One recording's :func:`beat_table` in one row, computed where the table lives: its beats, heart rate
+    (from the mean interval), and the shares of its beats that came early and that the global model flags. On a
+    cluster, ``client.map(recording_summary, tables)`` sends back these few numbers, not the beats."""
+    return {
+        "recording": str(table["recording"].iloc[0]),
+        "beats": int(len(table)),
+        "mean_bpm": 60.0 / float(table["rr_s"].mean()),
+        "flagged_share": float(table["flagged"].mean()),
+        "premature_share": float(table["premature"].mean()),
+    }
 
-    ``broadcast=False`` hash-partitions both sides by recording (a shuffle: each worker sends every beat row to
-    the partition that owns its recording); ``broadcast=True`` sends the small metadata table, as one partition,
-    to every beat partition instead, and no beat moves.
-    """
+
+def rank_recordings(summaries, metadata, *, by: str = "premature_share"):
+    """The :func:`recording_summary` rows joined with ``metadata`` (in the notebook: one row per recording on
+    each side) and ranked by ``by`` (the share of premature beats, or ``"flagged_share"``: of beats the global
+    model flags), highest first; a pandas DataFrame with :data:`RANK_COLUMNS`."""
+    import pandas as pd
+
+    rows = pd.DataFrame(list(summaries))
+    missing = sorted(set(metadata["recording"]) ^ set(rows["recording"]))
+    if missing or len(rows) != len(metadata):
+        raise ValueError(f"recordings without a summary or metadata: {missing or 'a recording summarized twice'}")
+    joined = rows.merge(metadata[["recording", "ectopic_rate"]], on="recording", validate="one_to_one")
+    ranked = joined.sort_values([by, "recording"], ascending=[False, True], ignore_index=True)
+    return ranked[list(RANK_COLUMNS)]
+
+
+#: The columns of :func:`rank_every_beat`, in order.
+TOP_COLUMNS = ("recording", "beats", "in_top", "top_share")
+
+
+def _global_positions(partition, offsets, partition_info=None):
+    """Each row's position among all rows of a sorted Dask DataFrame: its partition's offset plus its place."""
+    xp = np if not hasattr(partition, "to_pandas") else _array_module("gpu")
+    first = offsets[partition_info["number"]] if partition_info else 0
+    return partition.assign(position=xp.arange(first, first + len(partition)))
+
+
+def rank_every_beat(tables, *, on: str = "cpu", top: float = 0.01):
+    """Rank every beat of every recording by its global score, across recordings, and count per recording the
+    beats among the ``top`` share of all: a pandas DataFrame with :data:`TOP_COLUMNS`, most first.
+
+    The rank of one beat depends on every other beat, so this stage needs the beats of all recordings together:
+    Dask DataFrame's ``sort_values`` samples the scores, cuts their range into partitions, and sends each beat
+    row to the partition of its range (a shuffle: rows change workers). ``shuffle_method="tasks"`` runs it as
+    ordinary tasks, whose transfers :func:`bytes_between_workers` counts (a peer-to-peer shuffle moves its rows
+    outside them)."""
     import dask.dataframe as dd
 
+    if not 0 < top < 1:
+        raise ValueError(f"top must be a share strictly between 0 and 1, not {top}")
     if on == "gpu":
         import dask_cudf  # noqa: F401 - registers cuDF partitions with Dask DataFrame
 
-    beats = dd.from_delayed(list(tables), meta=empty_beat_table(on), verify_meta=False)
-    info = metadata[["recording", "ectopic_rate"]]
-    if on == "gpu":
-        import cudf
+    beats = dd.from_delayed(list(tables), meta=empty_beat_table(on), verify_meta=False)[["recording", "score"]]
+    ordered = beats.sort_values("score", ascending=False, shuffle_method="tasks").persist()
+    sizes = ordered.map_partitions(len).compute()
+    offsets = np.concatenate([[0], np.cumsum(np.asarray(sizes))[:-1]]).tolist()
+    meta = ordered._meta.assign(position=np.zeros(0, dtype=np.int64))
+    placed = ordered.map_partitions(_global_positions, offsets, meta=meta)
+    placed = placed.assign(in_top=(placed["position"] < top * int(sum(sizes))).astype("int64"))
+    counted = placed.groupby("recording").agg({"position": "count", "in_top": "sum"}).compute()
+    counted = counted.to_pandas() if hasattr(counted, "to_pandas") else counted
+    counted = counted.reset_index().rename(columns={"position": "beats"})
+    counted["top_share"] = counted["in_top"] / counted["beats"]
+    ranked = counted.sort_values(["in_top", "recording"], ascending=[False, True], ignore_index=True)
+    return ranked[list(TOP_COLUMNS)]
 
-        info = cudf.from_pandas(info)
-    # A one-partition table is joined to each beat partition where that partition lies (Dask's own choice for a
-    # small table). Dask's broadcast join of a table in several partitions merges each beat partition with each
-    # of them in separate tasks and gathers the pieces, which moves beat rows between workers after all.
-    options = {} if broadcast else {"broadcast": False, "shuffle_method": "tasks"}
-    right = dd.from_pandas(info, npartitions=1 if broadcast else 2)
-    right = right.astype({"recording": beats.dtypes["recording"]})
-    joined = beats.merge(right, on="recording", how="inner", **options)
-    per_recording = joined.groupby(["recording", "ectopic_rate"]).agg(
-        {"time_s": "count", "rr_s": "mean", "flagged": "mean", "short_rr": "mean"}
-    )
-    result = per_recording.compute()
-    result = result.to_pandas() if hasattr(result, "to_pandas") else result
-    result = result.reset_index().rename(
-        columns={"time_s": "beats", "flagged": "flagged_share", "short_rr": "short_rr_share"}
-    )
-    result["mean_bpm"] = 60.0 / result.pop("rr_s")
-    missing = sorted(set(metadata["recording"]) - set(result["recording"]))
-    if len(result) != len(tables) or missing:
-        raise ValueError(f"recordings without beats or metadata: {missing or 'some tables'}")
-    ranked = result.sort_values(["flagged_share", "recording"], ascending=[False, True], ignore_index=True)
-    return ranked[list(RANK_COLUMNS)]
+
+def summaries_and_bytes(client, tables) -> tuple[list[dict], int, int]:
+    """:func:`recording_summary` of every table, computed where it lives and gathered: the summaries, the bytes
+    they hold (Dask's ``sizeof``: what came to the notebook) and the bytes the workers sent meanwhile
+    (:func:`bytes_between_workers`: the gathered summaries, and any table that changed workers)."""
+    from dask.sizeof import sizeof
+
+    before = bytes_between_workers(client)
+    summaries = client.gather(client.map(recording_summary, tables))
+    return summaries, int(sum(sizeof(row) for row in summaries)), bytes_between_workers(client) - before
 
 
 def beat_table_traffic(path, model: GlobalModel, *, on: str = "gpu") -> dict[str, object]:
@@ -359,35 +482,108 @@ def _sent_by_this_worker(dask_worker) -> int:
 
 
 def bytes_between_workers(client) -> int:
-    """Bytes the workers have sent one another so far (task results fetched by another worker), all together."""
+    """Bytes the workers have sent so far, all together: task results fetched by another worker, and those the
+    client gathered from them (a worker counts both as outgoing transfers)."""
     return sum(client.run(_sent_by_this_worker).values())
+
+
+@dataclass(frozen=True)
+class Placement:
+    """How many worker processes a cluster has, and how many of them share each GPU."""
+
+    workers: int
+    workers_per_gpu: int = 1
+
+    def __post_init__(self):
+        if self.workers < 1 or self.workers_per_gpu < 1 or self.workers % self.workers_per_gpu:
+            raise ValueError(
+                f"{self.workers} workers cannot be shared {self.workers_per_gpu} to a GPU: give a multiple of it"
+            )
+
+    @property
+    def gpus(self) -> int:
+        """The GPUs the workers run on."""
+        return self.workers // self.workers_per_gpu
+
+    @property
+    def label(self) -> str:
+        return f"{self.workers} worker{'s' * (self.workers > 1)}, {self.gpus} GPU{'s' * (self.gpus > 1)}"
+
+
+#: The chapter's three clusters: one worker on one GPU; two on ONE GPU (the control: a second process, not a
+#: second GPU); two on two GPUs. The speed-up of the second GPU is the second's time over the third's.
+PLACEMENTS = (Placement(1), Placement(2, workers_per_gpu=2), Placement(2))
 
 
 @dataclass
 class ScalingRun:
-    """The stages of the chapter timed on one cluster: their wall-clock timings, the bytes each ranking sent
-    between workers (beside the size of all beat tables), and the ranking itself (to check that every cluster
-    computes the same)."""
+    """The stages of the chapter timed on one cluster: their wall-clock timings (every repeat kept), the bytes
+    each ranking sent between workers (beside the size of all beat tables) and the bytes the summaries brought to
+    the notebook, and both rankings themselves (to check that every cluster computes the same)."""
 
-    workers: int
+    placement: Placement
     timings: dict[str, object]  # stage -> support.bench.Timing
-    sent: dict[str, int]
-    ranking: object  # pandas DataFrame
+    sent: dict[str, int]  # ranking stage -> bytes the workers sent one another
+    gathered: int  # bytes of the per-recording summaries gathered into the notebook
+    ranking: object  # pandas DataFrame: rank_recordings
+    top: object  # pandas DataFrame: rank_every_beat
     table_bytes: int  # the beat tables' size in memory, all together
     load: object  # pandas DataFrame: each worker's tasks in the last timed read and score (worker_load)
+
+    @property
+    def workers(self) -> int:
+        return self.placement.workers
 
 
 #: The stages :func:`measure_stages` times, in order. Each "on the workers" line is the stage above it seen from the
 #: workers: from the start of its first task to the end of its last, without the notebook's part (sending the
 #: tasks, hearing back).
 STAGES = (
-    "read every recording",
+    "read from disk",
+    "read from the page cache",
     "  read: on the workers",
     "score every recording",
     "  score: on the workers",
-    "rank: shuffle",
-    "rank: broadcast",
+    "rank: summaries gathered",
+    "rank: every beat (shuffle)",
 )
+
+
+def drop_from_page_cache(path) -> int:
+    """Ask the kernel to forget the cached pages of the file at ``path``, so that the next read comes from the disk;
+    returns the file's size in bytes.
+
+    ``POSIX_FADV_DONTNEED`` is advice: the kernel drops only clean pages, and may keep some. The file is
+    ``fsync``-ed first, so that pages still waiting to be written (dirty pages, as right after
+    :func:`write_recording`) are written out and can be dropped. It acts on this machine's page cache: on a
+    cluster of several servers, call it on the server that holds the file (``client.run``)."""
+    import os
+
+    descriptor = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+        os.posix_fadvise(descriptor, 0, 0, os.POSIX_FADV_DONTNEED)
+        return os.fstat(descriptor).st_size
+    finally:
+        os.close(descriptor)
+
+
+def time_cold(run, paths, *, label: str, warmup: int = 1, repeat: int = 5):
+    """Time ``run()`` with the wall clock as :func:`support.bench.time_wall` does, with every file of ``paths``
+    dropped from the page cache (:func:`drop_from_page_cache`) before each call, outside the timing."""
+    import time
+
+    from support.bench import Timing
+
+    samples = []
+    for k in range(warmup + repeat):
+        for path in paths:
+            drop_from_page_cache(path)
+        start = time.perf_counter()
+        run()
+        if k >= warmup:
+            samples.append(time.perf_counter() - start)
+    return Timing(label, tuple(samples), "wall")
 
 
 def _computations(records) -> list[tuple[str, str, float, float]]:
@@ -448,12 +644,26 @@ def read_everywhere(client, paths, *, fs: float = 250.0, on: str = "cpu") -> lis
     return [futures[str(p)] for p in paths]
 
 
-def measure_stages(client, paths, model: GlobalModel, metadata, *, on: str = "cpu", warmup: int = 1, repeat: int = 5):
+def measure_stages(
+    client,
+    paths,
+    model: GlobalModel,
+    metadata,
+    *,
+    on: str = "cpu",
+    warmup: int = 1,
+    repeat: int = 5,
+    fine_tune_epochs: int = 0,
+    placement: Placement | None = None,
+):
     """Time each of :data:`STAGES` on ``client``'s cluster with the wall clock (``warmup`` untimed runs, then
-    ``repeat`` timed ones): every recording read (:func:`read_everywhere`) until all are in memory, then every
-    recording scored (:func:`score_recording`, one task each, where its recording lives; the model travels
-    with each task) until every table is done, then the tables ranked with their metadata by a shuffle and by
-    a broadcast (:func:`rank_recordings`). Returns a :class:`ScalingRun`."""
+    ``repeat`` timed ones): every recording read (:func:`read_everywhere`) until all are in memory, from the disk
+    (:func:`time_cold`) and from the page cache; then every recording scored (:func:`score_recording` with
+    ``fine_tune_epochs``, one task each, where its recording lives; the model travels with each task) until
+    every table is done; then the two rankings: the per-recording summaries computed where the tables live and
+    gathered (:func:`rank_recordings`), and every beat ranked across recordings (:func:`rank_every_beat`, a
+    shuffle). ``placement`` says what the cluster is (by default: its workers, one per GPU). Returns a
+    :class:`ScalingRun`."""
     import pandas as pd
     from distributed import get_task_stream, wait
 
@@ -471,29 +681,49 @@ def measure_stages(client, paths, model: GlobalModel, metadata, *, on: str = "cp
     def read():
         return streamed("read", lambda: read_everywhere(client, paths, fs=model.fs, on=on))
 
+    timings = {STAGES[0]: time_cold(read, paths, label=STAGES[0], warmup=warmup, repeat=repeat)}
+    timings[STAGES[1]] = time_wall(read, label=STAGES[1], warmup=warmup, repeat=repeat)
     recordings = read()
-    timings = {STAGES[0]: time_wall(read, label=STAGES[0], warmup=warmup, repeat=repeat)}
 
     def score():
-        return streamed("score", lambda: client.map(score_recording, recordings, model=model, on=on, pure=False))
+        def start():
+            return client.map(
+                score_recording, recordings, model=model, on=on, fine_tune_epochs=fine_tune_epochs, pure=False
+            )
 
-    timings[STAGES[2]] = time_wall(score, label=STAGES[2], warmup=warmup, repeat=repeat)
-    for kind, label in (("read", STAGES[1]), ("score", STAGES[3])):
-        timed = streams[kind][-repeat:]
+        return streamed("score", start)
+
+    timings[STAGES[3]] = time_wall(score, label=STAGES[3], warmup=warmup, repeat=repeat)
+    # the last `repeat` streams of each kind are the timed runs (the read after them is the one kept)
+    for kind, label, last in (("read", STAGES[2], -1), ("score", STAGES[4], None)):
+        timed = streams[kind][:last][-repeat:]
         timings[label] = Timing(label, tuple(busy_span(records) for records in timed), "wall")
     load = pd.concat({kind: worker_load(streams[kind][-1]) for kind in streams}, names=["stage", "worker"])
     tables = score()
-    sent = {}
-    for stage, broadcast in zip(STAGES[4:], (False, True), strict=True):
-        rank = functools.partial(rank_recordings, tables, metadata, on=on, broadcast=broadcast)
-        before = bytes_between_workers(client)
-        rank()
-        sent[stage] = bytes_between_workers(client) - before
-        timings[stage] = time_wall(rank, label=stage, warmup=warmup, repeat=repeat)
+    summaries, gathered, sent_by_summaries = summaries_and_bytes(client, tables)
+    before = bytes_between_workers(client)
+    top = rank_every_beat(tables, on=on)
+    sent = {STAGES[5]: sent_by_summaries, STAGES[6]: bytes_between_workers(client) - before}
+    timings[STAGES[5]] = time_wall(
+        lambda: rank_recordings(summaries_and_bytes(client, tables)[0], metadata),
+        label=STAGES[5],
+        warmup=warmup,
+        repeat=repeat,
+    )
+    timings[STAGES[6]] = time_wall(
+        functools.partial(rank_every_beat, tables, on=on), label=STAGES[6], warmup=warmup, repeat=repeat
+    )
     table_bytes = sum(client.gather(client.map(_table_bytes, tables)))
-    workers = len(client.scheduler_info()["workers"])
+    placement = placement or Placement(len(client.scheduler_info()["workers"]))
     return ScalingRun(
-        workers, {s: timings[s] for s in STAGES}, sent, rank_recordings(tables, metadata, on=on), int(table_bytes), load
+        placement,
+        {s: timings[s] for s in STAGES},
+        sent,
+        gathered,
+        rank_recordings(summaries, metadata),
+        top,
+        int(table_bytes),
+        load,
     )
 
 
@@ -501,34 +731,62 @@ def _table_bytes(table) -> int:
     return int(table.memory_usage(deep=True).sum())
 
 
-def scaling_table(one: ScalingRun, more: ScalingRun):
-    """The stages side by side on two clusters (median times, and how much faster the larger one is), and the
-    bytes each ranking sent between workers on the larger one; a pandas DataFrame."""
+def second_gpu_speedup(shared: ScalingRun, own: ScalingRun, stage: str) -> dict[str, float]:
+    """What the second GPU buys on ``stage``: the time of two workers sharing one GPU (``shared``) over that of two
+    workers on a GPU each (``own``), by median, and as the repeats bound it: the fastest shared repeat over the
+    slowest own one (``"at least"``, what every repeat supports) and the slowest over the fastest (``"at most"``)."""
+    if shared.workers != own.workers or shared.placement.gpus >= own.placement.gpus:
+        raise ValueError(f"compare as many workers on fewer GPUs with more, not {shared.placement} and {own.placement}")
+    few, many = shared.timings[stage], own.timings[stage]
+    return {"at least": few.min / many.max, "median": few.median / many.median, "at most": few.max / many.min}
+
+
+def scaling_table(runs):
+    """The stages side by side on every cluster of ``runs`` (a sequence of :class:`ScalingRun`: median times),
+    the second GPU's speed-up by median (the last run against the one before it, as many workers on fewer GPUs:
+    :func:`second_gpu_speedup`), and the bytes each ranking sent between workers on the last; a pandas DataFrame."""
     import pandas as pd
 
     from support.bench import format_ratio, format_seconds
     from support.units import describe_bytes
 
+    *_, shared, own = runs
     rows = []
     for stage in STAGES:
-        few, many = one.timings[stage].median, more.timings[stage].median
-        sent = describe_bytes(more.sent[stage]) if stage in more.sent else ""
+        row = {"stage": stage} | {run.placement.label: format_seconds(run.timings[stage].median) for run in runs}
+        row["second GPU"] = format_ratio(second_gpu_speedup(shared, own, stage)["median"])
+        row[f"sent between workers ({own.placement.label})"] = (
+            describe_bytes(own.sent[stage]) if stage in own.sent else ""
+        )
+        rows.append(row)
+    return pd.DataFrame(rows).set_index("stage")
+
+
+def spread_table(runs, stage: str):
+    """The spread of one stage's repeats on every cluster of ``runs``: how many, the fastest, the median and the
+    slowest (seconds, as numbers); a pandas DataFrame, one row per cluster."""
+    import pandas as pd
+
+    rows = []
+    for run in runs:
+        timing = run.timings[stage]
         rows.append(
             {
-                "stage": stage,
-                f"{one.workers} worker{'s' * (one.workers > 1)}": format_seconds(few),
-                f"{more.workers} workers": format_seconds(many),
-                "speed-up": format_ratio(few / many),
-                f"sent between workers ({more.workers})": sent,
+                "cluster": run.placement.label,
+                "repeats": len(timing.samples),
+                "fastest": timing.min,
+                "median": timing.median,
+                "slowest": timing.max,
             }
         )
-    return pd.DataFrame(rows).set_index("stage")
+    return pd.DataFrame(rows).set_index("cluster")
 
 
 def make_cluster(
     kind: str = "cpu",
     *,
     workers: int | None = None,
+    workers_per_gpu: int = 1,
     rmm_pool_size: str | None = "4GB",
     work_stealing: bool = False,
     **options,
@@ -538,11 +796,18 @@ def make_cluster(
     ``"cpu"`` a ``distributed.LocalCluster`` of ``workers`` single-threaded processes. ``options`` go to the
     cluster as they are. Returns the cluster; ``distributed.Client(cluster)`` connects to it.
 
+    ``workers_per_gpu`` above 1 puts that many worker processes on each GPU (:func:`share_each_worker_s_device`):
+    ``workers=2, workers_per_gpu=2`` is two workers on one GPU, the control that tells a second process from a
+    second GPU. On the CPU the same copies are made (it tests the mechanism; no device is shared).
+
     Work stealing (the scheduler moving a queued task, and the data it needs, to an idle worker) is off unless
     ``work_stealing``: here every task is placed where its recording lives, and moving a recording between GPUs
     costs more than scoring it."""
     import dask
 
+    if workers_per_gpu > 1 and kind == "gpu" and workers is None:
+        raise ValueError("give workers= with workers_per_gpu=: how many workers in all")
+    placement = Placement(workers or 2, workers_per_gpu) if kind == "cpu" or workers else None
     # Worker and scheduler log lines (a heartbeat missed while a cluster closes, a shuffle's progress) would land
     # in the notebook's output; a task's failure still reaches the client as its exception.
     options = {"silence_logs": logging.CRITICAL} | options
@@ -553,16 +818,49 @@ def make_cluster(
             options |= {"rmm_pool_size": rmm_pool_size, "rmm_allocator_external_lib_list": ["cupy", "torch"]}
         # fewer workers than GPUs: the first ``workers`` GPUs get one each, and every worker still sees all GPUs
         # (its own first), so a process on a smaller cluster runs in the same conditions as on a larger one
-        start = functools.partial(LocalCUDACluster, n_workers=workers, **options)
+        start = functools.partial(LocalCUDACluster, n_workers=placement.gpus if placement else None, **options)
     elif kind == "cpu":
         from distributed import LocalCluster
 
         options = {"threads_per_worker": 1, "processes": True, "dashboard_address": None} | options
-        start = functools.partial(LocalCluster, n_workers=workers or 2, **options)
+        start = functools.partial(LocalCluster, n_workers=placement.gpus, **options)
     else:
         raise ValueError(f"kind must be 'gpu' or 'cpu', not {kind!r}")
     with dask.config.set({"distributed.scheduler.work-stealing": work_stealing}):  # read when the scheduler starts
-        return start()
+        cluster = start()
+    if workers_per_gpu > 1:
+        share_each_worker_s_device(cluster, workers_per_gpu)
+    return cluster
+
+
+def share_each_worker_s_device(cluster, workers_per_device: int) -> None:
+    """Start ``workers_per_device - 1`` more workers beside each worker of ``cluster`` (a ``SpecCluster``: a
+    ``LocalCUDACluster`` or a ``LocalCluster``), each a copy of its specification: the same environment, hence the
+    same ``CUDA_VISIBLE_DEVICES`` and GPU, the same RMM pool size and plugins. Returns when all have arrived.
+
+    Why not ``LocalCUDACluster(CUDA_VISIBLE_DEVICES="0,0")``: dask-cuda names each worker after its device
+    (``new_worker_spec`` takes ``min(set(CUDA_VISIBLE_DEVICES) - set(worker_spec))``, 26.10), so a repeated
+    device starts one worker and the second raises "Can not scale beyond visible devices". A ``SpecCluster``
+    starts every entry of its ``worker_spec`` that is not running when it is scaled to their number."""
+    import copy
+
+    if workers_per_device < 1:
+        raise ValueError(f"need at least one worker per device, not {workers_per_device}")
+    for name, spec in list(cluster.worker_spec.items()):
+        for k in range(1, workers_per_device):
+            cluster.worker_spec[f"{name}-{k}"] = copy.deepcopy(spec)
+    cluster.scale(len(cluster.worker_spec))
+    cluster.wait_for_workers(len(cluster.worker_spec), timeout=120)
+
+
+def available_transports(find_spec=None) -> list[str]:
+    """The protocols this environment can give a cluster's workers: ``"tcp"`` always, ``"ucx"`` where the UCXX
+    wheels (``ucxx`` and ``distributed_ucxx``) are installed. ``find_spec`` is ``importlib.util.find_spec``
+    (replaceable in tests)."""
+    import importlib.util
+
+    find_spec = find_spec or importlib.util.find_spec
+    return ["tcp"] + (["ucx"] if all(find_spec(name) is not None for name in ("ucxx", "distributed_ucxx")) else [])
 
 
 def cluster_diagram(workers: int = 2):
