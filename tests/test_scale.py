@@ -215,6 +215,8 @@ def test_the_second_gpu_is_credited_only_as_far_as_the_repeats_go():
     ]
     assert list(table["second GPU"]) == ["2.0×"] * len(scale.STAGES)
     assert table.loc["rank: every beat (shuffle)"].iloc[-1] == "2.00 KiB" and table.loc["read from disk"].iloc[-1] == ""
+    one_gpu = scale.scaling_table(runs[:2])  # no two-GPU cluster: no second-GPU column
+    assert list(one_gpu.columns) == ["1 worker, 1 GPU", "2 workers, 1 GPU", "sent between workers (2 workers, 1 GPU)"]
     spread = scale.spread_table(runs, "score every recording")
     assert spread.loc["2 workers, 1 GPU"].to_dict() == {"repeats": 3, "fastest": 2.0, "median": 2.4, "slowest": 3.0}
     with pytest.raises(ValueError, match="3 workers cannot be shared 2 to a GPU"):

@@ -418,8 +418,7 @@ def rank_every_beat(tables, *, on: str = "cpu", top: float = 0.01):
     ordered = beats.sort_values("score", ascending=False, shuffle_method="tasks").persist()
     sizes = ordered.map_partitions(len).compute()
     offsets = np.concatenate([[0], np.cumsum(np.asarray(sizes))[:-1]]).tolist()
-    meta = ordered._meta.assign(position=np.zeros(0, dtype=np.int64))
-    placed = ordered.map_partitions(_global_positions, offsets, meta=meta)
+    placed = ordered.map_partitions(_global_positions, offsets)
     placed = placed.assign(in_top=(placed["position"] < top * int(sum(sizes))).astype("int64"))
     counted = placed.groupby("recording").agg({"position": "count", "in_top": "sum"}).compute()
     counted = counted.to_pandas() if hasattr(counted, "to_pandas") else counted
@@ -713,7 +712,7 @@ def measure_stages(
     timings[STAGES[6]] = time_wall(
         functools.partial(rank_every_beat, tables, on=on), label=STAGES[6], warmup=warmup, repeat=repeat
     )
-    table_bytes = sum(client.gather(client.map(_table_bytes, tables)))
+    tables_size = sum(client.gather(client.map(table_bytes, tables)))
     placement = placement or Placement(len(client.scheduler_info()["workers"]))
     return ScalingRun(
         placement,
@@ -722,12 +721,13 @@ def measure_stages(
         gathered,
         rank_recordings(summaries, metadata),
         top,
-        int(table_bytes),
+        int(tables_size),
         load,
     )
 
 
-def _table_bytes(table) -> int:
+def table_bytes(table) -> int:
+    """The bytes a beat table holds in memory (all its columns, strings included)."""
     return int(table.memory_usage(deep=True).sum())
 
 
@@ -742,21 +742,24 @@ def second_gpu_speedup(shared: ScalingRun, own: ScalingRun, stage: str) -> dict[
 
 
 def scaling_table(runs):
-    """The stages side by side on every cluster of ``runs`` (a sequence of :class:`ScalingRun`: median times),
-    the second GPU's speed-up by median (the last run against the one before it, as many workers on fewer GPUs:
-    :func:`second_gpu_speedup`), and the bytes each ranking sent between workers on the last; a pandas DataFrame."""
+    """The stages side by side on every cluster of ``runs`` (a sequence of :class:`ScalingRun`: median times), and
+    the bytes each ranking sent between workers on the last; where the last two runs are as many workers on fewer
+    GPUs and on more, also the second GPU's speed-up by median (:func:`second_gpu_speedup`). A pandas DataFrame."""
     import pandas as pd
 
     from support.bench import format_ratio, format_seconds
     from support.units import describe_bytes
 
-    *_, shared, own = runs
+    *_, last = runs
+    pair = runs[-2:] if len(runs) > 1 else []
+    compared = bool(pair) and pair[0].workers == last.workers and pair[0].placement.gpus < last.placement.gpus
     rows = []
     for stage in STAGES:
         row = {"stage": stage} | {run.placement.label: format_seconds(run.timings[stage].median) for run in runs}
-        row["second GPU"] = format_ratio(second_gpu_speedup(shared, own, stage)["median"])
-        row[f"sent between workers ({own.placement.label})"] = (
-            describe_bytes(own.sent[stage]) if stage in own.sent else ""
+        if compared:
+            row["second GPU"] = format_ratio(second_gpu_speedup(*pair, stage)["median"])
+        row[f"sent between workers ({last.placement.label})"] = (
+            describe_bytes(last.sent[stage]) if stage in last.sent else ""
         )
         rows.append(row)
     return pd.DataFrame(rows).set_index("stage")
@@ -841,7 +844,11 @@ def share_each_worker_s_device(cluster, workers_per_device: int) -> None:
     Why not ``LocalCUDACluster(CUDA_VISIBLE_DEVICES="0,0")``: dask-cuda names each worker after its device
     (``new_worker_spec`` takes ``min(set(CUDA_VISIBLE_DEVICES) - set(worker_spec))``, 26.10), so a repeated
     device starts one worker and the second raises "Can not scale beyond visible devices". A ``SpecCluster``
-    starts every entry of its ``worker_spec`` that is not running when it is scaled to their number."""
+    starts every entry of its ``worker_spec`` that is not running when it is scaled to their number.
+
+    Each copy keeps the first worker's limits: two workers on one GPU each believe they may fill the share of the
+    GPU (``device_memory_limit``) and of host memory that one worker was given. Fine for work far below them, as
+    this chapter's is; a job that spills needs the limits divided."""
     import copy
 
     if workers_per_device < 1:
