@@ -223,7 +223,10 @@ def fine_tune(model: GlobalModel, tensor, *, epochs: int, batch_size: int = 4096
     tuned.train()
     devices = [tensor.device] if tensor.device.type == "cuda" else []
     # the VAE's sampling draws from the global generator: seeded here, and restored after (fork_rng)
-    with torch.random.fork_rng(devices=devices), torch.backends.cudnn.flags(benchmark=False, deterministic=True):
+    with (
+        torch.random.fork_rng(devices=devices),
+        torch.backends.cudnn.flags(enabled=True, benchmark=False, deterministic=True),
+    ):
         torch.manual_seed(seed)
         for _ in range(epochs):
             order = torch.randperm(len(tensor), device=tensor.device, generator=generator)
