@@ -425,12 +425,33 @@ print(top.head(8).round(4).to_string(index=False))
 # `drop_from_page_cache` asks the kernel to forget a file's pages with `os.posix_fadvise(fd, 0, 0,
 # POSIX_FADV_DONTNEED)`. That call is advice: the kernel drops only *clean* pages, so pages still waiting to be
 # written (a file just written is mostly such pages) must be flushed first, which `os.fsync` on the same file
-# does, and the kernel may still keep some. The two read rows side by side show what the disk added on this
-# machine.
+# does, and the kernel may still keep some. The cell below checks that it worked here, with its control: the
+# page cache (`Cached` in `/proc/meminfo`), which must shrink by most of the recordings' size, once they have all
+# been read into it. It also names the file system the recordings lie on: on `tmpfs` a file lives in memory,
+# nothing can be dropped, and there is no disk to read from. The two read rows of the comparison, side by side,
+# then show what the disk added on this machine.
 #
 # Every cluster is started afresh, the same way, one after the other. The cluster of the tour above is closed
 # first: its workers ran the traffic meter's profiler, trained the model and ranked the beats, and a process keeps
 # some of what it did (a profiler that was started, memory in its pool).
+
+# %%
+print(f"the recordings lie on {scale.filesystem_of(workdir)}")
+for path in paths:  # every recording in the page cache, then dropped from it
+    path.read_bytes()
+cached = scale.page_cache_bytes()
+for path in paths:
+    scale.drop_from_page_cache(path)
+claims.at_least(
+    "many.pages_dropped",
+    cached - scale.page_cache_bytes(),
+    size / 2,
+    unit="B",
+    control=size,
+    control_is="the recordings' size",
+    says="dropping the recordings' pages empties the page cache of most of them, "
+    "so a cold read comes from the disk",
+)
 
 # %%
 client.close()

@@ -253,6 +253,22 @@ def test_a_file_is_read_cold_after_its_pages_are_dropped(tmp_path, monkeypatch):
     assert ran == [2, 4, 6, 8]  # every file dropped before every call, the warm-up's too
 
 
+def test_the_page_cache_and_the_file_system_are_read_from_the_kernel(tmp_path):
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text("MemTotal:  100 kB\nCached:    2048 kB\nSwapCached: 0 kB\n")
+    assert scale.page_cache_bytes(meminfo) == 2048 * 1024
+    assert scale.page_cache_bytes() > 0  # this machine's
+    meminfo.write_text("MemTotal:  100 kB\n")
+    with pytest.raises(ValueError, match="no Cached line"):
+        scale.page_cache_bytes(meminfo)
+    mounts = tmp_path / "mounts"
+    mounts.write_text("overlay / overlay rw 0 0\ntmpfs /scratch tmpfs rw 0 0\n/dev/sda1 /scratch/disk ext4 rw 0 0\n")
+    assert scale.filesystem_of("/scratch/a.csv", mounts) == "tmpfs"
+    assert scale.filesystem_of("/scratch/disk/a.csv", mounts) == "ext4"  # the longest mount point
+    assert scale.filesystem_of("/scratchy/a.csv", mounts) == "overlay"  # a prefix of the name is not a parent
+    assert scale.filesystem_of(tmp_path) != "unknown"  # this machine's
+
+
 def test_ucx_is_offered_only_where_its_wheels_are():
     assert scale.available_transports(lambda name: None) == ["tcp"]
     assert scale.available_transports(lambda name: object()) == ["tcp", "ucx"]

@@ -15,7 +15,8 @@ The same code runs on a laptop's cores and on a machine's GPUs; only the cluster
   :func:`read_recording` reads a CSV into the worker's memory, :func:`score_recording` runs chapter 6's stages
   on it, fine-tunes a copy of the model on its beats, and scores every beat three ways (the global model, the
   fine-tuned one, the RR-prematurity score), as a data frame that stays on the worker; :func:`beat_table` does
-  both; :func:`drop_from_page_cache` makes the next read of a file come from the disk (:func:`time_cold`);
+  both; :func:`drop_from_page_cache` makes the next read of a file come from the disk (:func:`time_cold`;
+  :func:`page_cache_bytes` and :func:`filesystem_of` check that there is a disk to come from);
 - :func:`recording_quality` judges one recording's scores against its truth, where the table lives;
 - the rankings: :func:`recording_summary` reduces a table to one row where it lives, and
   :func:`rank_recordings` ranks the gathered rows with their metadata (:func:`summaries_and_bytes` counts what
@@ -568,6 +569,30 @@ def drop_from_page_cache(path) -> int:
         return os.fstat(descriptor).st_size
     finally:
         os.close(descriptor)
+
+
+def page_cache_bytes(meminfo="/proc/meminfo") -> int:
+    """The bytes the kernel holds in its page cache now (``Cached`` in ``/proc/meminfo``; machine-wide, also
+    inside a container): the control of :func:`drop_from_page_cache`, which should make it fall."""
+    for line in Path(meminfo).read_text().splitlines():
+        if line.startswith("Cached:"):
+            return int(line.split()[1]) * 1024  # the file counts in kB
+    raise ValueError(f"{meminfo} has no Cached line: is this Linux?")
+
+
+def filesystem_of(path, mounts="/proc/self/mounts") -> str:
+    """The type of the file system that holds ``path`` (``ext4``, ``xfs``, ``overlay``, ``tmpfs``…), from the
+    mount table: on ``tmpfs`` a file lives in memory, and no read of it comes from a disk."""
+    path = Path(path).resolve()
+    best, kind = "", "unknown"
+    for line in Path(mounts).read_text().splitlines():
+        fields = line.split()
+        if len(fields) < 3:
+            continue
+        point = fields[1].replace("\\040", " ")
+        if (path == Path(point) or Path(point) in path.parents) and len(point) > len(best):
+            best, kind = point, fields[2]
+    return kind
 
 
 def time_cold(run, paths, *, label: str, warmup: int = 1, repeat: int = 5):
