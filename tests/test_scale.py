@@ -5,8 +5,11 @@ sharing one device among them). The same code runs on dask_cuda.LocalCUDACluster
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pandas as pd
+import psutil
 import pytest
 
 from support.ecg import synthetic
@@ -223,6 +226,32 @@ def test_the_second_gpu_is_credited_only_as_far_as_the_repeats_go():
         scale.Placement(3, workers_per_gpu=2)
 
 
+def test_runs_of_a_mirrored_order_are_pooled_by_placement():
+    one, shared, own = scale.PLACEMENTS
+    order = [_run(one, [4.0]), _run(shared, [2.0, 2.2]), _run(own, [1.0]), _run(own, [1.4]), _run(shared, [3.0])]
+    pooled = scale.pool_runs(order)
+    assert [run.placement for run in pooled] == [one, shared, own]  # in the order each first ran
+    assert [run.starts for run in pooled] == [1, 2, 2]
+    assert pooled[1].timings["read from disk"].samples == (2.0, 2.2, 3.0)  # both starts' repeats
+    assert pooled[1] is not order[4] and pooled[1].gathered == order[4].gathered
+    assert scale.spread_table(pooled, "read from disk").loc["2 workers, 2 GPUs", "repeats"] == 2
+    with pytest.raises(ValueError, match="no runs to pool"):
+        scale.pool_runs([])
+
+
+def test_workers_sharing_a_gpu_share_its_memory_limits():
+    assert scale.shared_limits(2, 2) == {
+        "memory_limit": 0.5,
+        "device_memory_limit": 0.4,
+        "rmm_maximum_pool_size": 0.45,
+    }
+    assert scale.shared_limits(4, 2, kind="cpu") == {"memory_limit": 0.25}
+    with pytest.raises(ValueError, match="cannot be shared"):
+        scale.shared_limits(3, 2)
+    assert scale.describe_cores({0, 1, 2, 3, 8, 10, 11}) == "0-3,8,10-11"
+    assert scale.describe_cores([]) == "(none)" and scale.describe_cores({5}) == "5"
+
+
 def test_two_workers_can_share_one_device():
     from distributed import Client
 
@@ -234,6 +263,10 @@ def test_two_workers_can_share_one_device():
         assert copy["cls"] is first["cls"] and copy["options"].keys() == first["options"].keys()
         assert copy["options"].get("env") == first["options"].get("env")  # the same CUDA_VISIBLE_DEVICES
         assert len(connected.scheduler_info()["workers"]) == 2
+        limits = {info["memory_limit"] for info in connected.scheduler_info()["workers"].values()}
+        assert len(limits) == 1 and 0 < limits.pop() <= 0.51 * psutil.virtual_memory().total  # divided
+        cores = scale.worker_devices(connected)["CPU cores"]
+        assert set(cores) == {scale.describe_cores(os.sched_getaffinity(0))}  # the copy keeps its cores
     with pytest.raises(ValueError, match="at least one worker per device"):
         scale.share_each_worker_s_device(None, 0)
     with pytest.raises(ValueError, match="give workers= with workers_per_gpu="):
@@ -335,11 +368,23 @@ def test_task_names_and_an_empty_stream():
         "worker 0": {"tasks": 1, "median task": 2.0, "busy": 2.0},
         "worker 1": {"tasks": 1, "median task": 2.5, "busy": 2.5},
     }
+    stream.append({"worker": "a", "key": "g-3", "startstops": [{"action": "compute", "start": 12.0, "stop": 12.5}]})
+    assert scale.worker_load(stream).loc["worker 0", "tasks"] == 2
+    assert scale.worker_load(stream, function="g").to_dict("index") == {
+        "worker 0": {"tasks": 1, "median task": 0.5, "busy": 0.5}
+    }
+    with pytest.raises(ValueError, match="ran no 'h'"):
+        scale.worker_load(stream, function="h")
 
 
-def test_the_cluster_diagram_draws_one_box_per_worker():
-    texts = [t.get_text() for t in scale.cluster_diagram(workers=3).axes[0].texts]
+def test_the_cluster_diagram_draws_one_box_per_worker_on_its_gpu():
+    texts = [t.get_text() for t in scale.cluster_diagram(scale.Placement(3)).axes[0].texts]
     assert sum(t.startswith("worker ") for t in texts) == 3 and "shuffle" in texts
+    assert any(t.startswith("GPU 2\n") for t in texts)
+    shared = [t.get_text() for t in scale.cluster_diagram(scale.Placement(2, 2)).axes[0].texts]
+    assert sum(t.startswith("GPU 0, shared by 2 workers") for t in shared) == 2
+    assert not any(t.startswith("GPU 1") for t in shared)
+    assert not any("whichever worker" in t for t in texts + shared)  # reads are pinned, no stealing
 
 
 def test_bad_requests_are_refused_with_what_to_do(recordings):

@@ -37,6 +37,7 @@ The same code runs on a laptop's cores and on a machine's GPUs; only the cluster
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import logging
 import re
@@ -532,6 +533,7 @@ class ScalingRun:
     top: object  # pandas DataFrame: rank_every_beat
     table_bytes: int  # the beat tables' size in memory, all together
     load: object  # pandas DataFrame: each worker's tasks in the last timed read and score (worker_load)
+    starts: int = 1  # how many clusters were started for these repeats (pool_runs adds them up)
 
     @property
     def workers(self) -> int:
@@ -628,12 +630,17 @@ def _computations(records) -> list[tuple[str, str, float, float]]:
     return found
 
 
-def worker_load(records):
+def worker_load(records, *, function: str | None = None):
     """Each worker's share of a task stream: how many tasks it computed, their median duration, and the time from
-    its first start to its last end (a pandas DataFrame, workers in address order as "worker 0", "worker 1"…)."""
+    its first start to its last end (a pandas DataFrame, workers in address order as "worker 0", "worker 1"…).
+    ``function`` (a task's function name, such as ``"score_recording"``) keeps only that function's tasks."""
     import pandas as pd
 
     found = pd.DataFrame(_computations(records), columns=["worker", "function", "start", "stop"])
+    if function is not None:
+        if function not in set(found["function"]):
+            raise ValueError(f"the task stream ran no {function!r}: it ran {sorted(set(found['function']))}")
+        found = found[found["function"] == function]
     found["seconds"] = found["stop"] - found["start"]
     rows = []
     for k, (_, mine) in enumerate(found.groupby("worker", sort=True)):
@@ -813,6 +820,42 @@ def spread_table(runs, stage: str):
     return pd.DataFrame(rows).set_index("cluster")
 
 
+def pool_runs(runs) -> list[ScalingRun]:
+    """The runs of ``runs`` pooled by placement, in the order each placement first appears: every stage's repeats
+    of all the runs of one placement in one :class:`support.bench.Timing` (so that the spread spans the clusters
+    started for it, not one start's repeats), the rest (bytes, rankings, load) from that placement's last run.
+    Run the clusters in a mirrored order (A B C C B A) and pool them: drift over the run (a warming GPU, a filling
+    page cache) then weighs on every placement alike."""
+    from support.bench import Timing
+
+    if not runs:
+        raise ValueError("no runs to pool: measure at least one cluster")
+    groups: dict[Placement, list[ScalingRun]] = {}
+    for run in runs:
+        groups.setdefault(run.placement, []).append(run)
+    pooled = []
+    for mine in groups.values():
+        timings = {
+            stage: Timing(stage, tuple(x for run in mine for x in run.timings[stage].samples), "wall")
+            for stage in mine[0].timings
+        }
+        pooled.append(dataclasses.replace(mine[-1], timings=timings, starts=sum(run.starts for run in mine)))
+    return pooled
+
+
+def shared_limits(workers: int, workers_per_gpu: int, kind: str = "gpu") -> dict[str, object]:
+    """The memory limits of each of ``workers`` worker processes when ``workers_per_gpu`` share a GPU: the host
+    memory divided among all workers (``memory_limit``, a share of the machine's), and on a GPU the spilling
+    threshold (``device_memory_limit``, Dask-CUDA's default 0.8 of the GPU) and the RMM pool's ceiling
+    (``rmm_maximum_pool_size``, 0.9 of the GPU) divided among the workers that share it: without them each copy
+    would believe it may fill what one worker alone was given. Options for :func:`make_cluster`."""
+    Placement(workers, workers_per_gpu)  # refuses what cannot be shared
+    limits: dict[str, object] = {"memory_limit": 1 / workers}
+    if kind == "gpu":
+        limits |= {"device_memory_limit": 0.8 / workers_per_gpu, "rmm_maximum_pool_size": 0.9 / workers_per_gpu}
+    return limits
+
+
 def make_cluster(
     kind: str = "cpu",
     *,
@@ -829,7 +872,8 @@ def make_cluster(
 
     ``workers_per_gpu`` above 1 puts that many worker processes on each GPU (:func:`share_each_worker_s_device`):
     ``workers=2, workers_per_gpu=2`` is two workers on one GPU, the control that tells a second process from a
-    second GPU. On the CPU the same copies are made (it tests the mechanism; no device is shared).
+    second GPU; their memory limits are divided among them (:func:`shared_limits`, unless ``options`` give
+    them). On the CPU the same copies are made (it tests the mechanism; no device is shared).
 
     Work stealing (the scheduler moving a queued task, and the data it needs, to an idle worker) is off unless
     ``work_stealing``: here every task is placed where its recording lives, and moving a recording between GPUs
@@ -839,6 +883,8 @@ def make_cluster(
     if workers_per_gpu > 1 and kind == "gpu" and workers is None:
         raise ValueError("give workers= with workers_per_gpu=: how many workers in all")
     placement = Placement(workers or 2, workers_per_gpu) if kind == "cpu" or workers else None
+    if workers_per_gpu > 1 and kind in ("gpu", "cpu"):
+        options = shared_limits(placement.workers, workers_per_gpu, kind) | options
     # Worker and scheduler log lines (a heartbeat missed while a cluster closes, a shuffle's progress) would land
     # in the notebook's output; a task's failure still reaches the client as its exception.
     options = {"silence_logs": logging.CRITICAL} | options
@@ -874,9 +920,9 @@ def share_each_worker_s_device(cluster, workers_per_device: int) -> None:
     device starts one worker and the second raises "Can not scale beyond visible devices". A ``SpecCluster``
     starts every entry of its ``worker_spec`` that is not running when it is scaled to their number.
 
-    Each copy keeps the first worker's limits: two workers on one GPU each believe they may fill the share of the
-    GPU (``device_memory_limit``) and of host memory that one worker was given. Fine for work far below them, as
-    this chapter's is; a job that spills needs the limits divided."""
+    Each copy keeps the first worker's limits and its CPU affinity (the cores Dask-CUDA pinned it to, near its
+    GPU): :func:`make_cluster` divides the memory limits before the first worker starts (:func:`shared_limits`),
+    and :func:`worker_devices` shows each worker's cores."""
     import copy
 
     if workers_per_device < 1:
@@ -898,27 +944,35 @@ def available_transports(find_spec=None) -> list[str]:
     return ["tcp"] + (["ucx"] if all(find_spec(name) is not None for name in ("ucxx", "distributed_ucxx")) else [])
 
 
-def cluster_diagram(workers: int = 2):
-    """Chapter 7's cluster: the client hands tasks to the scheduler, which gives each recording to a free worker;
-    each worker owns one GPU and its RMM pool; the ranking's shuffle moves rows between workers."""
+def cluster_diagram(placement: Placement | None = None):
+    """Chapter 7's cluster as ``placement`` builds it (by default two workers, one per GPU): the client hands tasks
+    to the scheduler, which sends each to the worker that holds its recording (reads are pinned, work stealing is
+    off); each worker is a process with its RMM pool on its GPU (shared where ``workers_per_gpu`` is above 1); the
+    ranking's shuffle moves rows between workers."""
     from support.figures import arrow, box, canvas
 
+    placement = placement or Placement(2)
+    workers = placement.workers
     figure, axes = canvas(26, 11, size=(11, 4.4))
     box(axes, 0.3, 8.4, 5.6, 2.0, "client\n(this notebook)", "#f3f3f3", size=9)
     box(axes, 8.6, 8.4, 6.0, 2.0, "scheduler\nwho does which task", "#f3f3f3", size=9)
     arrow(axes, (5.9, 9.4), (8.6, 9.4), "tasks", size=8)
     width = 10.8
     for k in range(workers):
+        gpu = k // placement.workers_per_gpu
+        shared = f", shared by {placement.workers_per_gpu} workers" if placement.workers_per_gpu > 1 else ""
         x = 0.3 + k * (width + 3.6)
         box(axes, x, 0.4, width, 5.8, "", "#e8eef7")
-        axes.text(x + 0.3, 5.7, f"worker {k}: one process, CUDA_VISIBLE_DEVICES={k},…", fontsize=8.5, va="top")
+        axes.text(x + 0.3, 5.7, f"worker {k}: one process, CUDA_VISIBLE_DEVICES={gpu},…", fontsize=8.5, va="top")
         box(axes, x + 0.4, 2.9, 4.6, 2.0, "beat_table\nrecording after\nrecording", "white", size=8)
-        box(axes, x + 5.8, 2.9, 4.6, 2.0, f"GPU {k}\nits RMM pool:\ncuDF, CuPy, PyTorch", "#dfeedd", size=8)
+        label = f"GPU {gpu}{shared}\nits own RMM pool:\ncuDF, CuPy, PyTorch"
+        box(axes, x + 5.8, 2.9, 4.6, 2.0, label, "#dfeedd", size=7 if shared else 8)
         arrow(axes, (x + 5.0, 3.9), (x + 5.8, 3.9), color="#55a868", offset=(0, 0.15))
         box(axes, x + 0.4, 0.8, 10.0, 1.4, "its beat tables stay here (futures)", "white", size=8)
         arrow(axes, (11.6, 8.4), (x + width / 2, 6.2), color="#4c72b0")
-    arrow(axes, (0.3 + width, 1.5), (0.3 + width + 3.6, 1.5), "shuffle", color="#c44e52", offset=(-0.4, 0.25))
-    note = "a recording goes to whichever worker\nis free; its samples never leave that GPU"
+    if workers > 1:
+        arrow(axes, (0.3 + width, 1.5), (0.3 + width + 3.6, 1.5), "shuffle", color="#c44e52", offset=(-0.4, 0.25))
+    note = "each worker reads its share of the recordings;\na recording's tasks run where it was read"
     axes.text(16.2, 9.1, note, fontsize=8.5)
     return figure
 
@@ -926,7 +980,10 @@ def cluster_diagram(workers: int = 2):
 def _device_of_this_worker() -> dict[str, object]:
     import os
 
-    row: dict[str, object] = {"CUDA_VISIBLE_DEVICES": os.environ.get("CUDA_VISIBLE_DEVICES", "(not set)")}
+    row: dict[str, object] = {
+        "CUDA_VISIBLE_DEVICES": os.environ.get("CUDA_VISIBLE_DEVICES", "(not set)"),
+        "CPU cores": describe_cores(os.sched_getaffinity(0)),
+    }
     try:
         import rmm
         import torch
@@ -940,9 +997,22 @@ def _device_of_this_worker() -> dict[str, object]:
     }
 
 
+def describe_cores(cores) -> str:
+    """A set of CPU core numbers as ranges: ``{0, 1, 2, 3, 8}`` → ``"0-3,8"``."""
+    spans: list[list[int]] = []
+    for core in sorted(cores):
+        if spans and core == spans[-1][1] + 1:
+            spans[-1][1] = core
+        else:
+            spans.append([core, core])
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in spans) or "(none)"
+
+
 def worker_devices(client):
-    """One row per worker, by name: the GPUs it may see (``CUDA_VISIBLE_DEVICES``; the first is its own), the
-    name of its GPU and its RMM memory resource (a pandas DataFrame)."""
+    """One row per worker, by name: the GPUs it may see (``CUDA_VISIBLE_DEVICES``; the first is its own), the CPU
+    cores it may run on (``os.sched_getaffinity``: Dask-CUDA pins each worker to the cores near its GPU, and a
+    copy from :func:`share_each_worker_s_device` keeps its original's), the name of its GPU and its RMM memory
+    resource (a pandas DataFrame)."""
     import pandas as pd
 
     seen = client.run(_device_of_this_worker)
