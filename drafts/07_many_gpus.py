@@ -23,7 +23,9 @@
 # has thousands of recordings, and a server often has more than one GPU. This chapter scores sixteen recordings
 # on two GPUs with the engine the RAPIDS ecosystem uses for this, [Dask](https://docs.dask.org) with
 # [Dask-CUDA](https://docs.rapids.ai/api/dask-cuda/stable/), and measures what the second GPU buys, against
-# the control that matters: a second process on the same GPU.
+# the control that matters: a second process on the same GPU. On a machine with one GPU it runs everything but
+# the two-GPU cluster; its first cell prints which case this is, and the text says where that changes what is
+# shown.
 #
 # | section | what it shows |
 # | --- | --- |
@@ -39,6 +41,7 @@
 # The code is in `support/many_gpus/`; its unit tests run it on a CPU cluster of two processes.
 
 # %%
+import contextlib
 import shutil
 import statistics
 import tempfile
@@ -58,22 +61,30 @@ from support.memory import describe_bytes
 GPUS = min(2, len(env.probe_gpus().gpus))  # on one GPU: every part but the two-GPU one
 needs.check_gpu("07_many_gpus", gpus=max(GPUS, 1))
 env.banner(env.GPU_STACK + ("dask", "distributed", "dask_cuda", "dask_cudf"))
+TOUR = scale.Placement(2, workers_per_gpu=2 if GPUS < 2 else 1)  # the tour's cluster
+if GPUS < 2:
+    print("one GPU here: the tour's two workers share it; no two-GPU cluster runs")
+else:
+    print("two GPUs here: the tour's two workers have one each; all three clusters run")
 
 # %%
-fig = scale.cluster_diagram()
+fig = scale.cluster_diagram(TOUR)
 
 # %% [markdown]
-# The cluster of this chapter. The notebook is Dask's *client*: it describes tasks and hands them to the
-# *scheduler*, which gives each to a free *worker*. A worker is a process that owns one GPU and one memory pool
-# on it; the samples of a recording never leave the GPU that read them. Only the last stage moves data between
-# workers, and the chapter measures it.
+# The cluster of this chapter's tour, as this machine runs it (the cell above printed which). The notebook is
+# Dask's *client*: it describes tasks and hands them to the *scheduler*, which sends each to a *worker*: the reads
+# to the worker each recording is dealt to, and every later task on a recording to the worker that read it. A
+# worker is a process with its own memory pool on its GPU (on a machine with one GPU, both workers share it); the
+# samples of a recording never leave the GPU that read them. Only the last stage moves data between workers, and
+# the chapter measures it.
 
 # %% [markdown]
 # ## One worker per GPU
 #
 # `dask_cuda.LocalCUDACluster` starts a scheduler and one worker process per GPU. Each worker gets its own
-# `CUDA_VISIBLE_DEVICES`, rotated so that its GPU comes first: inside worker 1, "device 0" is the second GPU, and
-# code written for one GPU runs unchanged. Each worker runs one task at a time (`threads_per_worker=1`, the
+# `CUDA_VISIBLE_DEVICES`, rotated so that its GPU comes first: inside the worker of the second GPU, "device 0" is that
+# GPU, and code written for one GPU runs unchanged. Dask-CUDA also pins each worker to the CPU cores near its GPU; the
+# table below prints the cores each worker may run on. Each worker runs one task at a time (`threads_per_worker=1`, the
 # default), so two recordings never compete for one GPU inside one process.
 #
 # Chapter 4's lesson applies per process: `rmm_pool_size` makes each worker reserve an RMM pool when it starts, and
@@ -88,7 +99,6 @@ EPOCHS = 8  # fine-tuning epochs per recording: the size of each recording's tas
 workdir = Path(tempfile.mkdtemp(prefix="ecg-many-"))
 pd.set_option("display.expand_frame_repr", False)
 
-TOUR = scale.Placement(2, workers_per_gpu=2 if GPUS < 2 else 1)
 cluster = scale.make_cluster(
     "gpu", workers=2, workers_per_gpu=TOUR.workers_per_gpu, rmm_pool_size="8GB"
 )
@@ -162,8 +172,9 @@ metadata.head(4)
 #   against the intervals around it. No model: it is the control both models stand beside.
 #
 # Why fine-tuning, and not more or longer recordings, to make the work big enough to measure: it is the work a
-# real department would add next, and it makes each recording's task seconds of GPU work (the cell after the
-# task stream prints it) without making the recordings, and the notebook's disk, larger. It is also chapter 6's
+# real department would add next, and it makes each recording's task take seconds of wall time on its worker
+# (the claim after the task stream checks at least one second, against the read task) without making the
+# recordings, and the notebook's disk, larger. It is also chapter 6's
 # costliest stage, training, now once per recording: the stage whose steps chapter 6 found to leave the GPU idle
 # most of the time, which is why the comparison below needs two workers on one GPU as its control.
 #
@@ -183,11 +194,20 @@ print(f"trained on {model.trained_on:,} beats from {len(sample)} recordings")
 # plot draws), and `scale.task_stream_figure` draws that record with matplotlib for this page.
 # `performance_report` writes the dashboard's own pages for the same run into one HTML file: the task stream,
 # each worker's profile (where the time went, function by function), the bandwidth between workers and the
-# progress, drawn by Dask with Bokeh. Open it in a browser beside this page.
+# progress, drawn by Dask with Bokeh. It is written beside this notebook, as `07_many_gpus_performance.html`, to
+# be committed with it; open it in a browser beside this page. Without Bokeh installed, the cell says so and
+# writes no report.
 
 # %%
-report = workdir / "scoring-report.html"
-with performance_report(filename=str(report)), get_task_stream(client) as stream:
+report = Path("07_many_gpus_performance.html")  # beside the notebook, kept
+try:
+    import bokeh  # noqa: F401 - performance_report draws its pages with Bokeh
+
+    reporting = performance_report(filename=str(report))
+except ImportError:
+    print("no Bokeh here (pip install bokeh): Dask's performance report is not written")
+    reporting, report = contextlib.nullcontext(), None
+with reporting, get_task_stream(client) as stream:
     recordings = scale.read_everywhere(client, paths, on="gpu")
     tables = client.map(
         scale.score_recording,
@@ -198,25 +218,37 @@ with performance_report(filename=str(report)), get_task_stream(client) as stream
         pure=False,
     )
     wait(tables)
-report_size = describe_bytes(report.stat().st_size)
-print(f"Dask's performance report: {report.name}, {report_size}")
+if report is not None:
+    report_size = describe_bytes(report.stat().st_size)
+    print(f"Dask's performance report: {report.resolve()}, {report_size}")
 holders = client.who_has(tables)
 per_worker = pd.Series([a for held in holders.values() for a in held]).value_counts()
 assert list(per_worker) == [COUNT // 2] * 2  # each scored where its half was read
 fig = scale.task_stream_figure(stream.data, title="Sixteen recordings, two workers")
 
 # %%
-tour_load = scale.worker_load(stream.data)
-per_task = client.gather(client.map(len, tables))
-print(f"a scoring task: {format_seconds(tour_load['median task'].median())} (median)")
-print(f"beats per recording: {min(per_task):,} to {max(per_task):,}")
+scoring = scale.worker_load(stream.data, function="score_recording")
+reading = scale.worker_load(stream.data, function="read_recording")
+beats_each = client.gather(client.map(len, tables))
+print(f"beats per recording: {min(beats_each):,} to {max(beats_each):,}")
+claims.at_least(
+    "many.scoring_task_takes_seconds",
+    scoring["median task"].median(),
+    1.0,
+    unit="s",
+    control=reading["median task"].median(),
+    control_is="the median read task, same recordings",
+    says="a recording's scoring task (fine-tuning included) takes seconds of wall "
+    "time on its worker",
+)
 
 # %% [markdown]
 # Each bar is one task on one worker, from the moment it started to the moment it finished: the reads of the
 # worker's half of the recordings, then their scoring, which starts as soon as a recording is in memory. Where a
 # worker's first scoring bar is longer than the others, that task compiled the Numba kernels and planned the FFTs
-# in that process; later tasks reuse them. The median scoring task (printed) is the unit of work the comparison
-# below divides between workers.
+# in that process; later tasks reuse them. The median scoring task (the claim, beside the median read task) is
+# the unit of work the comparison below divides between workers; it is wall time on the worker, which includes
+# whatever the worker's process does besides keeping the GPU busy.
 #
 # How good are the scores? Every recording has its truth beside it, and `recording_quality` runs where each table
 # lives, reads the truth and sends back one row: chapter 6's measures for the global model, and for each of the
@@ -248,18 +280,18 @@ claims.ahead(
 )
 
 # %%
-ectopic_heavy = quality[quality["ectopic_rate"] > 0.02]
+ectopic_heavy = unseen[unseen["ectopic_rate"] > 0.02]  # none the global model saw
 tuned_minus_global = (
     ectopic_heavy["ectopic: fine-tuned model"] - ectopic_heavy["ectopic: global model"]
 )
 print(
-    "fine-tuned minus global, ectopic AUROC on the ectopic-heavy recordings: "
+    "fine-tuned minus global, ectopic AUROC on the unseen ectopic-heavy recordings: "
     f"median {tuned_minus_global.median():+.3f}, "
     f"from {tuned_minus_global.min():+.3f} to {tuned_minus_global.max():+.3f}"
 )
 print(
     f"fine-tuning lowered it on {int((tuned_minus_global < 0).sum())} "
-    f"of {len(ectopic_heavy)} ectopic-heavy recordings"
+    f"of {len(ectopic_heavy)} unseen ectopic-heavy recordings"
 )
 
 # %% [markdown]
@@ -268,10 +300,11 @@ print(
 # model is kept for what the rhythm cannot see, beats of another shape and artefact (the `auroc` column counts
 # them all).
 #
-# The second cell answers the worry about a model per recording with the control beside it, the global model
-# on the same beats: a negative difference means that the recording's own ectopic beats, learned as normal during
-# fine-tuning, stopped standing out. The cell prints how many ectopic-heavy recordings went that way; it is
-# the measurement, not a claim made before it.
+# The second cell answers the worry about a model per recording with the control beside it, the global model on the same
+# beats, and only on ectopic-heavy recordings the global model never saw (on a recording of its training sample, the
+# global model has already learned some of its beats): a negative difference means that the recording's own ectopic
+# beats, learned as normal during fine-tuning, stopped standing out. The cell prints how many ectopic-heavy recordings
+# went that way; it is the measurement, not a claim made before it.
 
 # %% [markdown]
 # ### Zero-copy inside each worker
@@ -353,22 +386,26 @@ def separation(frame, column):
     return frame.loc[heavy, column].min() / frame.loc[~heavy, column].max()
 
 
-claims.at_least(
+by_premature = separation(ranking, "premature_share")
+by_flags = separation(ranking, "flagged_share")
+print(f"separation by premature share: {by_premature:.3f}; by flagged share: {by_flags:.3f}")
+claims.holds(
     "many.premature_share_finds_the_ectopic_heavy",
-    separation(ranking, "premature_share"),
-    1.0,
-    unit="×",
-    control=separation(ranking, "flagged_share"),
-    control_is="the same by the global model's flagged share",
-    says="the recordings with three times the ectopic beats lead the ranking by "
-    "their share of premature beats",
+    by_premature > 1,
+    control=by_flags > 1,
+    control_is="the global model's flagged share separates them as well",
+    says="every recording with three times the ectopic beats has a larger share of "
+    "premature beats than every other recording, which the global model's flagged "
+    "share does not achieve",
 )
 
 # %% [markdown]
-# The recordings with three times the ectopic beats lead the ranking by their share of premature beats: every one
-# of them above every other recording (the claim). Its control is the same test on the global model's share of
-# flagged beats, printed beside it: a model's flags also count artefact and beats that differ from its training
-# sample only in shape, so a recording can lead by flags without being ectopic-heavy.
+# The claim asks for a strict lead: the lowest premature share among the recordings with three times the ectopic
+# beats above the highest among the others (a separation above 1; a tie fails). Its control is the same test on
+# the global model's share of flagged beats, and it must come out the other way: if the flags separated the
+# ectopic-heavy recordings too, any score would, and the premature share would have shown nothing of its own.
+# Both separations are printed above the claim. Should the control fail on a run, that is a finding about the
+# global model (its flags follow the ectopic beats), and the prose is to say so, not the bar to move.
 #
 # ### A stage that needs every beat: the global rank
 #
@@ -394,7 +431,8 @@ print(top.head(8).round(4).to_string(index=False))
 # %% [markdown]
 # ## One GPU, two processes, two GPUs
 #
-# Now the same stages on three clusters, on the same files and with the same model, in one run:
+# Now the same stages on three clusters (on a machine with one GPU, the first two), on the same files and with the
+# same model, in one run:
 #
 # 1. **one worker on one GPU**;
 # 2. **two workers on ONE GPU**: the control. A second process can speed a job up on its own: while one process
@@ -409,8 +447,8 @@ print(top.head(8).round(4).to_string(index=False))
 # starts one worker and adds a copy of its specification beside it (`share_each_worker_s_device`): the same
 # environment and so the same GPU, the same RMM pool size and the same setup.
 #
-# Each stage is timed with the wall clock (the work is spread over processes), after a warm-up run, five times;
-# the tables show the median and the spread:
+# Each stage is timed with the wall clock (the work is spread over processes), after a warm-up run, three times
+# on each of two starts of each cluster (below); the tables show the median and the spread:
 #
 # - "read from disk": every recording read until all are in GPU memory, each worker reading its share, with every
 #   file's pages dropped from the operating system's page cache first (`scale.drop_from_page_cache`, below);
@@ -431,34 +469,51 @@ print(top.head(8).round(4).to_string(index=False))
 # nothing can be dropped, and there is no disk to read from. The two read rows of the comparison, side by side,
 # then show what the disk added on this machine.
 #
-# Every cluster is started afresh, the same way, one after the other. The cluster of the tour above is closed
+# Every cluster is started afresh, the same way. The cluster of the tour above is closed
 # first: its workers ran the traffic meter's profiler, trained the model and ranked the beats, and a process keeps
 # some of what it did (a profiler that was started, memory in its pool).
 
 # %%
-print(f"the recordings lie on {scale.filesystem_of(workdir)}")
-for path in paths:  # every recording in the page cache, then dropped from it
-    path.read_bytes()
-cached = scale.page_cache_bytes()
-for path in paths:
-    scale.drop_from_page_cache(path)
-claims.at_least(
-    "many.pages_dropped",
-    cached - scale.page_cache_bytes(),
-    size / 2,
-    unit="B",
-    control=size,
-    control_is="the recordings' size",
-    says="dropping the recordings' pages empties the page cache of most of them, "
-    "so a cold read comes from the disk",
-)
+filesystem = scale.filesystem_of(workdir)
+print(f"the recordings lie on {filesystem}")
+COLD = filesystem not in ("tmpfs", "ramfs")  # in memory: nothing to drop, no disk
+if COLD:
+    for path in paths:  # every recording in the page cache, then dropped from it
+        path.read_bytes()
+    cached = scale.page_cache_bytes()
+    for path in paths:
+        scale.drop_from_page_cache(path)
+    claims.at_least(
+        "many.pages_dropped",
+        cached - scale.page_cache_bytes(),
+        size / 2,
+        unit="B",
+        control=size,
+        control_is="the recordings' size",
+        says="dropping the recordings' pages empties the page cache of most of them, "
+        "so a cold read comes from the disk",
+    )
+else:
+    print(
+        f"on {filesystem} the files live in memory and nothing can be dropped: "
+        "no read from disk is timed here, and no claim about it is made"
+    )
+
+# %% [markdown]
+# Each cluster is started twice, in the order one worker, two on one GPU, two on two GPUs, then back (A B C C B
+# A; on one GPU, A B B A), each start with a warm-up run and three timed repeats. Whatever drifts during the run
+# (a GPU warming up, the page cache filling, another process on the host) then weighs on every cluster alike,
+# and `scale.pool_runs` pools the two starts' repeats of each cluster: the spread printed below spans the clusters
+# started, not only one start's repeats. Each start prints its workers' GPUs and the CPU cores they may run on:
+# Dask-CUDA pins each worker to the cores near its GPU, and the copied worker of two on one GPU keeps its
+# original's cores.
 
 # %%
 client.close()
 cluster.close()
 placements = [p for p in scale.PLACEMENTS if p.gpus <= GPUS]
-runs = []
-for placement in placements:
+started = []
+for placement in placements + placements[::-1]:
     fresh = scale.make_cluster(
         "gpu",
         workers=placement.workers,
@@ -466,9 +521,13 @@ for placement in placements:
         rmm_pool_size="8GB",
     )
     with fresh, Client(fresh) as fresh_client:
-        seen = scale.worker_devices(fresh_client)["CUDA_VISIBLE_DEVICES"]
-        assert seen.str.split(",").str[0].nunique() == placement.gpus, seen
-        runs.append(
+        seen = scale.worker_devices(fresh_client)
+        first = seen["CUDA_VISIBLE_DEVICES"].str.split(",").str[0]
+        assert first.nunique() == placement.gpus, seen
+        gpu_cores = zip(first, seen["CPU cores"], strict=True)
+        cores = "; ".join(f"GPU {g}: cores {c}" for g, c in gpu_cores)
+        print(f"{placement.label}: {cores}")
+        started.append(
             scale.measure_stages(
                 fresh_client,
                 paths,
@@ -477,23 +536,35 @@ for placement in placements:
                 on="gpu",
                 fine_tune_epochs=EPOCHS,
                 placement=placement,
+                repeat=3,
+                cold=COLD,
             )
         )
+runs = scale.pool_runs(started)
+print(f"{len(started)} clusters started; repeats pooled for {len(runs)} placements")
 
 # %% tags=["nbval-ignore-output"]
 scale.scaling_table(runs)
 
 # %% tags=["nbval-ignore-output"]
-for stage in ("  score: on the workers", "read from disk", "read from the page cache"):
+shown_stages = ["  score: on the workers", "read from the page cache"]
+for stage in shown_stages + ["read from disk"] * COLD:
     spread = scale.spread_table(runs, stage)
     print(f"{stage.strip()}, seconds:")
     print(spread.round(3).to_string(), end="\n\n")
 
 # %% [markdown]
-# The spread tables show every repeat's range: a speed-up is only as good as the repeats on both sides of it.
-# The claim below takes the most cautious pair: the *fastest* repeat of two workers on one GPU against the
-# *slowest* repeat of two workers on two GPUs. It holds only if every two-GPU repeat beat every one-GPU repeat of
-# the same two processes.
+# The spread tables show every repeat's range, over both starts of each cluster: a speed-up is only as good as
+# the repeats on both sides of it. The claim below, made where two GPUs ran, takes the most cautious pair: the
+# *fastest* repeat of two workers on one GPU against the *slowest* repeat of two workers on two GPUs, and asks
+# that the slowest be at least 1.2 times faster. It holds only if every two-GPU repeat beat every one-GPU repeat of
+# the same two processes by that margin.
+#
+# What the claim credits is the second GPU *with what comes with it*. Two workers on two GPUs also run on the
+# cores Dask-CUDA pinned to each GPU (printed above: where the two sets differ, the two-GPU cluster has a second
+# set of cores, on a two-socket host a second NUMA node and its memory), and each GPU has its own PCIe link to the
+# host; the two workers on one GPU share one GPU's cores and link. The control removes the second process, not
+# these.
 
 # %%
 score = "  score: on the workers"
@@ -513,9 +584,11 @@ if len(runs) == 3:
         shared.timings[score].min,
         unit="s",
         higher_is_better=False,
+        by=1.2,
         control_is="two workers on one GPU, fastest repeat",
-        says="the second GPU, not the second process, speeds up scoring: the slowest "
-        "two-GPU repeat beats the fastest repeat of two workers on one GPU",
+        says="the second GPU (with its cores and link), not the second process, speeds "
+        "up scoring: the slowest two-GPU repeat is at least 1.2x faster than the "
+        "fastest repeat of two workers on one GPU",
     )
 else:
     print("one GPU on this machine: the two-GPU cluster and its claim need two")
@@ -528,10 +601,10 @@ for column in ("median task", "busy"):
 display(load)
 
 # %% [markdown]
-# The table above is the last timed read and scoring run seen per worker: how many recordings each took, how
-# long one took, and how long it was busy. It is where to look when a cluster scales less than expected: uneven
-# counts mean the work was not shared evenly; longer tasks on two workers than on one mean the workers compete for
-# something they share (on one GPU: the GPU itself).
+# The table above is, for each cluster, its last timed read and scoring run seen per worker: how many recordings
+# each took, how long one took, and how long it was busy. It is where to look when a cluster scales less than
+# expected: uneven counts mean the work was not shared evenly; longer tasks on two workers than on one mean the
+# workers compete for something they share (on one GPU: the GPU itself).
 
 # %%
 for run in runs:
@@ -551,36 +624,44 @@ claims.at_most(
     says="the summaries send the notebook under a hundredth of what the shuffle "
     "sends between workers",
 )
-for run in runs[1:]:  # the same answers, whatever the cluster
-    pd.testing.assert_frame_equal(one.ranking, run.ranking)
-    pd.testing.assert_frame_equal(one.top, run.top)
+
+# %%
+# The same answers, whatever the cluster, up to the last bits of floating point
+# (rtol) and the beats tied at the top 1 % cut (one beat per recording either way):
+# which worker summed which partial sums, and where the sort cut, depend on the cluster.
+for run in runs[1:]:
+    pd.testing.assert_frame_equal(one.ranking, run.ranking, check_exact=False, rtol=1e-3)
+    mine, theirs = (r.top.set_index("recording").sort_index() for r in (one, run))
+    assert mine["beats"].equals(theirs["beats"]), (mine, theirs)
+    assert np.allclose(mine["in_top"], theirs["in_top"], rtol=0, atol=1), (mine, theirs)
 
 # %% [markdown]
-# Scoring is *embarrassingly parallel*: sixteen independent tasks, each on the GPU that holds its recording, and
-# nothing moves between workers. What a second worker gains on the same GPU is printed first; what the second GPU
-# gains beyond it is printed next, as the repeats bound it (at least, median, at most), and claimed only in its
-# cautious form. If the two-workers-on-one-GPU line is close to the two-GPU one, the process was the resource
-# (Python, the launches, the CPU side of each step), not the GPU.
+# Scoring is *embarrassingly parallel*: sixteen independent tasks, each on the worker that holds its recording,
+# and nothing moves between workers. What a second worker gains on the same GPU is printed first; where two GPUs
+# ran, what the second GPU gains beyond it is printed next, as the repeats bound it (at least, median, at most),
+# and claimed only in its cautious form. If the two-workers-on-one-GPU line is close to the two-GPU one, the
+# process was the resource (Python, the launches, the CPU side of each step), not the GPU; on a machine with one
+# GPU, only the first of these lines is printed, and the GPU's share stays open.
 #
-# Reading shares the most. The workers have a GPU each but one host: every read takes the CSV from the disk or
-# the page cache, and its bytes (the `read` row of the traffic table) cross the host's links to the GPU. When
-# both workers read at once, they compete for that host, whichever GPU they use; the per-worker table shows
-# what it cost. Where reading dominates a job, a faster GPU does not help; a binary format instead of text (less
-# to parse and to move), or a host with more memory bandwidth per GPU, does.
+# Reading is a different kind of stage. However many GPUs the workers use, they read through one host: every read
+# takes the CSV from the page cache (or the disk, where that row was timed), and its bytes (the `read` row of the
+# traffic table) cross the host's links to the GPU. The read rows of the table, and the per-worker table, show
+# what a second worker (and, where it ran, a second GPU) did for reading on this machine; this chapter measures no
+# alternative to reading text, so it says nothing about what would read faster.
 #
 # Seen from the notebook, a scoring run takes longer than the workers' span: the notebook's part (sending
 # sixteen tasks to the scheduler, the scheduler handing them out, the news that they are done coming back) comes
-# on top, and the cell prints it for each cluster. It is not GPU work, which is why the claim is made on the
+# on top, and the cell prints it for each cluster. It is not GPU work, which is why the comparison is made on the
 # workers' span.
 #
-# The rankings behave differently. The summaries move a few numbers per recording, whatever the cluster. The
-# global rank's shuffle moves beat rows between partitions, inside one process on one worker and between
-# processes on two; the last column of the table counts the bytes the workers sent. Both rankings are small jobs,
-# so fixed costs weigh on them too: building the task graph, scheduling dozens of small tasks, gathering the
-# result in the notebook, none of which a second GPU shortens. A second GPU speeds up work that stays where its
-# data is; work that must move data between GPUs pays for the trip.
+# The rankings are a third kind. The summaries move a few numbers per recording, whatever the cluster (the claim
+# above sets them against the shuffle). The global rank's shuffle moves beat rows between partitions, inside one
+# process with one worker and between processes with two; the last column of the table counts the bytes the
+# workers sent. Their rows of the table show, for each cluster, what the rankings took; the chapter makes no claim
+# about how they scale.
 #
-# Every cluster produced the same rankings (checked above), so the clusters changed the time and nothing else.
+# Every cluster produced the same rankings, within the tolerance the cell above states, so the clusters changed
+# the time and nothing else that the rankings show.
 
 # %% [markdown]
 # ### TCP, and UCX where it installs
@@ -604,6 +685,7 @@ if "ucx" in scale.available_transports() and GPUS >= 2:
                 fine_tune_epochs=EPOCHS,
                 warmup=1,
                 repeat=5,
+                cold=COLD,
             )
     for run, name in ((last, "TCP"), (ucx_run, "UCX")):
         timing = run.timings["rank: every beat (shuffle)"]
@@ -650,13 +732,15 @@ else:
 # that cuDF reads directly). Two things in this chapter are local to one machine: `drop_from_page_cache` drops
 # pages from the page cache of the machine it runs on (on a cluster, run it where the files are, with
 # `client.run`), and `performance_report` works unchanged against a remote scheduler. On an HPC cluster,
-# [dask-jobqueue](https://jobqueue.dask.org) starts the workers as batch jobs:
+# [dask-jobqueue](https://jobqueue.dask.org) starts the workers as batch jobs. The sketch below has not been run
+# for this book (no Slurm cluster was at hand); check it against your site's queues. `cores` is the worker's
+# threads (`--nthreads`), one here as in `LocalCUDACluster`, and `job_cpu` the CPU cores the job asks Slurm for:
 #
 # ```python
 # from dask_jobqueue import SLURMCluster
 #
-# cluster = SLURMCluster(
-#     queue="gpu", cores=8, processes=1, memory="64GB",
+# cluster = SLURMCluster(  # untested sketch
+#     queue="gpu", cores=1, job_cpu=8, processes=1, memory="64GB",
 #     job_extra_directives=["--gres=gpu:1"],
 #     worker_command="dask_cuda.cli",  # run as `python -m dask_cuda.cli`: dask cuda worker
 #     worker_extra_args=["--rmm-pool-size", "8GB"],
@@ -688,8 +772,12 @@ cluster = scale.make_cluster(
 )
 client = Client(cluster)
 workers = sorted(client.scheduler_info()["workers"])
-per_task = last.load.loc["score", "median task"].median()
-print(f"{len(workers)} workers; a scoring task took {format_seconds(per_task)} above")
+by_placement = {run.placement: run for run in runs}
+alone = by_placement[scale.Placement(1)].load.loc["score", "median task"].median()
+tour_task = by_placement[TOUR].load.loc["score", "median task"].median()
+print(f"{len(workers)} workers, {TOUR.label}, as in the tour")
+print(f"a scoring task, one worker alone on its GPU: {format_seconds(alone)}")
+print(f"a scoring task on the cluster {TOUR.label}: {format_seconds(tour_task)}")
 
 # %% [markdown]
 # ```{exercise-start}
@@ -697,8 +785,9 @@ print(f"{len(workers)} workers; a scoring task took {format_seconds(per_task)} a
 # ```
 # **Predict, then measure.** `read_everywhere` dealt the recordings out evenly. Read three quarters of them on
 # the first worker and the rest on the second instead (`client.map(scale.read_recording, ...,
-# workers=[address])` pins each read to a worker). From the scoring task's time printed above, predict how long
-# scoring all of them takes on the workers; then measure it from the task stream with `scale.busy_span`.
+# workers=[address])` pins each read to a worker). From the scoring tasks' times printed above (measured in the
+# comparison: a worker alone on its GPU, and a worker of this cluster while the other works too), predict how
+# long scoring all of them takes on the workers; then measure it from the task stream with `scale.busy_span`.
 #
 # ```{exercise-end}
 # ```
@@ -708,8 +797,11 @@ print(f"{len(workers)} workers; a scoring task took {format_seconds(per_task)} a
 # :class: dropdown
 # ```
 # A scoring task runs where its recording lives, so the first worker scores its three quarters one after
-# another while the second finishes its quarter and waits: the larger share sets the pace. The prediction is
-# that many tasks' time, one after the other (the even share took half of them):
+# another while the second finishes its quarter and waits: the larger share sets the pace. With a GPU each, every
+# one of the first worker's tasks takes what a task took on this cluster. With the two workers sharing one GPU
+# (the cell printed which), only the first worker's first quarter runs beside the second worker's tasks, at the
+# shared time; its remaining half of the recordings runs alone on the GPU, at the time of one worker alone. The
+# prediction adds them up:
 
 # %%
 heavy = 3 * COUNT // 4
@@ -744,7 +836,11 @@ def scoring_span(recordings):
 
 scoring_span(uneven)  # a warm-up: this cluster's first tasks load the kernels
 measured = statistics.median(scoring_span(uneven) for _ in range(3))
-predicted = heavy * per_task
+beside = COUNT - heavy  # the first worker's tasks while the second works too
+if TOUR.workers_per_gpu == 1:  # a GPU each: no task waits for the other worker's
+    predicted = heavy * tour_task
+else:  # one GPU: shared while both work, alone afterwards
+    predicted = beside * tour_task + (heavy - beside) * alone
 print(f"predicted {format_seconds(predicted)}, measured {format_seconds(measured)}")
 assert 0.7 < measured / predicted < 1.5, (predicted, measured)
 del uneven
@@ -835,7 +931,8 @@ assert where_they_live < 2**20, where_they_live
 # The top 1 % of all beats holds at most that many beats from any one recording, so each recording's own top
 # `k` scores (`k` the size of the global top) contain every candidate. Two rounds of small messages: the top
 # scores of each recording to the notebook, which finds the cut; then the cut to every table, and one count back.
-# The beats stay where they are. (Ties at the cut aside, the counts are the sort's.)
+# The beats stay where they are. Ties at the cut aside, the counts are the sort's: `>=` counts every beat tied
+# with the cut, the sort only as many as make the top, so the check allows one beat per recording either way.
 
 
 # %%
@@ -858,7 +955,8 @@ counts = client.gather(client.map(beats_above, scored, cut=cut))
 sent = scale.bytes_between_workers(client) - before
 names = [Path(path).stem for path in paths]
 mine = pd.Series(counts, index=names).sort_index()
-assert mine.equals(top.set_index("recording")["in_top"].sort_index()), mine
+sorts = top.set_index("recording")["in_top"].sort_index()
+assert mine.index.equals(sorts.index) and np.allclose(mine, sorts, rtol=0, atol=1), mine
 print(f"two rounds of messages sent {describe_bytes(sent)}")
 print(f"the sort sent {describe_bytes(shuffled)}")
 

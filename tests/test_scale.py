@@ -183,6 +183,9 @@ def test_the_three_clusters_are_timed_stage_by_stage(recordings, model, client):
     assert run.sent["rank: summaries gathered"] == run.gathered < run.sent["rank: every beat (shuffle)"]
     assert run.ranking["premature_share"].is_monotonic_decreasing
     assert run.top["beats"].sum() == run.ranking["beats"].sum()
+    warm_only = scale.measure_stages(client, paths, model, metadata, warmup=0, repeat=1, cold=False)
+    assert list(warm_only.timings) == list(scale.STAGES[1:])  # no read from disk where nothing can be dropped
+    assert "read from disk" not in scale.scaling_table([run, warm_only]).index
 
 
 def _timings(seconds):

@@ -689,6 +689,7 @@ def measure_stages(
     repeat: int = 5,
     fine_tune_epochs: int = 0,
     placement: Placement | None = None,
+    cold: bool = True,
 ):
     """Time each of :data:`STAGES` on ``client``'s cluster with the wall clock (``warmup`` untimed runs, then
     ``repeat`` timed ones): every recording read (:func:`read_everywhere`) until all are in memory, from the disk
@@ -696,8 +697,9 @@ def measure_stages(
     ``fine_tune_epochs``, one task each, where its recording lives; the model travels with each task) until
     every table is done; then the two rankings: the per-recording summaries computed where the tables live and
     gathered (:func:`rank_recordings`), and every beat ranked across recordings (:func:`rank_every_beat`, a
-    shuffle). ``placement`` says what the cluster is (by default: its workers, one per GPU). Returns a
-    :class:`ScalingRun`."""
+    shuffle). ``placement`` says what the cluster is (by default: its workers, one per GPU). ``cold=False`` leaves
+    the read from disk out (where nothing can be dropped from the page cache, as on ``tmpfs``, it would time the
+    read from the page cache again). Returns a :class:`ScalingRun`."""
     import pandas as pd
     from distributed import get_task_stream, wait
 
@@ -715,7 +717,7 @@ def measure_stages(
     def read():
         return streamed("read", lambda: read_everywhere(client, paths, fs=model.fs, on=on))
 
-    timings = {STAGES[0]: time_cold(read, paths, label=STAGES[0], warmup=warmup, repeat=repeat)}
+    timings = {STAGES[0]: time_cold(read, paths, label=STAGES[0], warmup=warmup, repeat=repeat)} if cold else {}
     timings[STAGES[1]] = time_wall(read, label=STAGES[1], warmup=warmup, repeat=repeat)
     recordings = read()
 
@@ -728,7 +730,8 @@ def measure_stages(
         return streamed("score", start)
 
     timings[STAGES[3]] = time_wall(score, label=STAGES[3], warmup=warmup, repeat=repeat)
-    # the last `repeat` streams of each kind are the timed runs (the read after them is the one kept)
+    # the last `repeat` streams of each kind are the timed runs (the read after them is the one kept): the warm
+    # reads, never the cold ones before them
     for kind, label, last in (("read", STAGES[2], -1), ("score", STAGES[4], None)):
         timed = streams[kind][:last][-repeat:]
         timings[label] = Timing(label, tuple(busy_span(records) for records in timed), "wall")
@@ -751,7 +754,7 @@ def measure_stages(
     placement = placement or Placement(len(client.scheduler_info()["workers"]))
     return ScalingRun(
         placement,
-        {s: timings[s] for s in STAGES},
+        {s: timings[s] for s in STAGES if s in timings},
         sent,
         gathered,
         rank_recordings(summaries, metadata),
@@ -778,7 +781,8 @@ def second_gpu_speedup(shared: ScalingRun, own: ScalingRun, stage: str) -> dict[
 
 def scaling_table(runs):
     """The stages side by side on every cluster of ``runs`` (a sequence of :class:`ScalingRun`: median times), and
-    the bytes each ranking sent between workers on the last; where the last two runs are as many workers on fewer
+    the bytes each ranking sent between workers on the last (a stage only where every run timed it); where the last
+    two runs are as many workers on fewer
     GPUs and on more, also the second GPU's speed-up by median (:func:`second_gpu_speedup`). A pandas DataFrame."""
     import pandas as pd
 
@@ -789,7 +793,7 @@ def scaling_table(runs):
     pair = runs[-2:] if len(runs) > 1 else []
     compared = bool(pair) and pair[0].workers == last.workers and pair[0].placement.gpus < last.placement.gpus
     rows = []
-    for stage in STAGES:
+    for stage in (s for s in STAGES if all(s in run.timings for run in runs)):  # what every cluster timed
         row = {"stage": stage} | {run.placement.label: format_seconds(run.timings[stage].median) for run in runs}
         if compared:
             row["second GPU"] = format_ratio(second_gpu_speedup(*pair, stage)["median"])
