@@ -778,7 +778,7 @@ workers = sorted(client.scheduler_info()["workers"])
 by_placement = {run.placement: run for run in runs}
 alone = by_placement[scale.Placement(1)].load.loc["score", "median task"].median()
 tour_task = by_placement[TOUR].load.loc["score", "median task"].median()
-print(f"{len(workers)} workers, {TOUR.label}, as in the tour")
+print(f"{TOUR.label}, as in the tour")
 print(f"a scoring task, one worker alone on its GPU: {format_seconds(alone)}")
 print(f"a scoring task on the cluster {TOUR.label}: {format_seconds(tour_task)}")
 
