@@ -209,13 +209,8 @@ except ImportError:
     reporting, report = contextlib.nullcontext(), None
 with reporting, get_task_stream(client) as stream:
     recordings = scale.read_everywhere(client, paths, on="gpu")
-    tables = client.map(
-        scale.score_recording,
-        recordings,
-        model=model,
-        on="gpu",
-        fine_tune_epochs=EPOCHS,
-        pure=False,
+    tables = scale.score_everywhere(
+        client, recordings, model, on="gpu", fine_tune_epochs=EPOCHS
     )
     wait(tables)
 if report is not None:
@@ -825,13 +820,8 @@ wait(uneven)
 def scoring_span(recordings):
     with get_task_stream(client) as stream:
         wait(
-            client.map(
-                scale.score_recording,
-                recordings,
-                model=model,
-                on="gpu",
-                fine_tune_epochs=EPOCHS,
-                pure=False,
+            scale.score_everywhere(
+                client, recordings, model, on="gpu", fine_tune_epochs=EPOCHS
             )
         )
     return scale.busy_span(stream.data)
@@ -866,13 +856,8 @@ del uneven
 
 # %%
 def score_on_first_worker(recordings):
-    return client.map(
-        scale.score_recording,
-        recordings,
-        model=model,
-        on="gpu",
-        workers=[workers[0]],
-        pure=False,
+    return scale.score_everywhere(
+        client, recordings, model, on="gpu", workers=[workers[0]]
     )
 
 
@@ -900,9 +885,7 @@ holders = client.who_has(recordings)
 on_second = [r for r in recordings if workers[1] in holders[r.key]]
 second_holds = sum(client.gather(client.map(scale.recording_size, on_second)))
 where_they_live = bytes_moved_by(
-    lambda: client.map(
-        scale.score_recording, recordings, model=model, on="gpu", pure=False
-    )
+    lambda: scale.score_everywhere(client, recordings, model, on="gpu")
 )
 pinned = bytes_moved_by(lambda: score_on_first_worker(recordings))
 print(f"the second worker holds {describe_bytes(second_holds)} of recordings")
@@ -947,9 +930,7 @@ def beats_above(table, cut):
     return int((table["score"] >= cut).sum())
 
 
-scored = client.map(
-    scale.score_recording, recordings, model=model, on="gpu", pure=False
-)
+scored = scale.score_everywhere(client, recordings, model, on="gpu")
 k = int(np.ceil(0.01 * sum(client.gather(client.map(len, scored)))))
 before = scale.bytes_between_workers(client)
 candidates = np.concatenate(client.gather(client.map(top_scores, scored, k=k)))

@@ -326,12 +326,12 @@ def test_each_worker_reads_its_share_and_the_recordings_stay_there(recordings, m
     workers = sorted(client.scheduler_info()["workers"])
     assert [holders[f.key] for f in read] == [(workers[0],), (workers[1],), (workers[0],)]
     assert [r.source for r in client.gather(read)] == [str(p) for p in paths]
-    tables = client.map(scale.score_recording, read, model=model, pure=False)
+    tables = scale.score_everywhere(client, read, model)
     wait(tables)
     assert client.who_has(tables)[tables[1].key] == (workers[1],)  # scored where it was read
     pd.testing.assert_frame_equal(tables[2].result(), scale.beat_table(paths[2], model))
     before = scale.bytes_between_workers(client)  # a scoring pinned away from its recording fetches it
-    client.submit(scale.score_recording, read[1], model=model, workers=[workers[0]], pure=False).result()
+    wait(scale.score_everywhere(client, [read[1]], model, workers=[workers[0]]))
     samples = read[1].result().signal.nbytes
     assert samples <= scale.bytes_between_workers(client) - before < 2 * samples + 2**16
 

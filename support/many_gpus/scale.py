@@ -326,6 +326,22 @@ def score_recording(recording, model: GlobalModel, *, on: str = "cpu", meter=Non
     return table
 
 
+def score_everywhere(
+    client, recordings, model: GlobalModel, *, on: str = "cpu", fine_tune_epochs: int = 0, workers=None
+):
+    """One :func:`score_recording` task per recording future, each where its recording lives (or on ``workers``):
+    the futures of the scored tables. The one place the chapter's scoring is handed to the cluster."""
+    return client.map(
+        score_recording,
+        recordings,
+        model=model,
+        on=on,
+        fine_tune_epochs=fine_tune_epochs,
+        workers=workers,
+        pure=False,
+    )
+
+
 def beat_table(path, model: GlobalModel, *, on: str = "cpu", meter=None):
     """:func:`read_recording` then :func:`score_recording`: the recording at ``path`` as a table of scored beats
     (the ``meter``, if given, records the read as a stage of its own)."""
@@ -723,9 +739,7 @@ def measure_stages(
 
     def score():
         def start():
-            return client.map(
-                score_recording, recordings, model=model, on=on, fine_tune_epochs=fine_tune_epochs, pure=False
-            )
+            return score_everywhere(client, recordings, model, on=on, fine_tune_epochs=fine_tune_epochs)
 
         return streamed("score", start)
 
