@@ -40,6 +40,7 @@ from pathlib import Path
 
 from booktools import mps, teaching, workshop
 from booktools.paths import ROOT, RUNS
+from booktools.runs import limit_bytes
 from support.units import GIB
 
 RECORDS = RUNS / "rehearsals.json"
@@ -137,7 +138,7 @@ def check_plan(seats: int, limit: str, total_bytes: int, need: tuple[str, int] |
     if seats < 1:
         raise RehearsalError(f"a rehearsal needs at least one seat, not {seats}")
     mps.check_limit(limit)
-    per_seat = mps_limit_bytes(limit)
+    per_seat = limit_bytes(limit)
     if seats * per_seat > total_bytes:
         raise RehearsalError(
             f"{seats} seats of {limit} need {seats * per_seat / GIB:.1f} GiB and this GPU has "
@@ -151,22 +152,6 @@ def check_plan(seats: int, limit: str, total_bytes: int, need: tuple[str, int] |
             f"refuse every seat: give each seat at least {-(-peak // GIB)}G, or add --skip-memory-check to find out "
             "whether the agenda runs in the smaller share"
         )
-
-
-def agenda_need(chapters: Sequence[str]) -> tuple[str, int] | None:
-    """The chapter of ``chapters`` with the largest peak seen under a limit it passed, and that peak
-    (:mod:`support.needs`); None when none has one."""
-    from support import needs
-
-    found = [(name, need.peak_bytes) for name in chapters if (need := needs.of(name)) is not None]
-    return max(found, key=lambda item: item[1]) if found else None
-
-
-def mps_limit_bytes(limit: str) -> int:
-    """``16G`` or ``8192M`` in bytes."""
-    from booktools.runs import limit_bytes
-
-    return limit_bytes(limit)
 
 
 def prepare_seats(chapters: Sequence[str], seats: int, root: Path, *, teacher: bool = True) -> list[tuple[Path, str]]:
@@ -189,19 +174,28 @@ def prepare_seats(chapters: Sequence[str], seats: int, root: Path, *, teacher: b
     return folders
 
 
-def seat_gpu_bytes() -> int | None:
-    """GPU memory held now by this process's descendants (the seat's kernels), from NVML; None if unreadable."""
+def seat_gpu_bytes(nvml=None, descendants=None) -> int | None:
+    """GPU memory held now on GPU 0 by this process's descendants (the seat's kernels), from NVML: the compute
+    processes and, under MPS, the MPS clients NVML lists apart. None when NVML cannot answer, or names none of
+    the seat's processes (a container hides the host's process ids from NVML): the record then says "unread"."""
     try:
-        import psutil
-        import pynvml
+        if nvml is None:
+            import pynvml as nvml
 
-        pynvml.nvmlInit()
-        handle = pynvml.nvmlDeviceGetHandleByIndex(0)
-        ours = {child.pid for child in psutil.Process().children(recursive=True)}
-        found = pynvml.nvmlDeviceGetComputeRunningProcesses(handle)
-        return sum(p.usedGpuMemory or 0 for p in found if p.pid in ours)
-    except Exception:  # no NVML, no driver, or MPS hiding the clients: the record says "unread"
+            nvml.nvmlInit()
+        if descendants is None:
+            import psutil
+
+            descendants = {child.pid for child in psutil.Process().children(recursive=True)}
+        handle = nvml.nvmlDeviceGetHandleByIndex(0)
+        listed = list(nvml.nvmlDeviceGetComputeRunningProcesses(handle))
+        mps_clients = getattr(nvml, "nvmlDeviceGetMPSComputeRunningProcesses", None)
+        if mps_clients is not None:
+            listed += list(mps_clients(handle))
+    except Exception:  # noqa: BLE001 - no NVML, no driver: nothing to read
         return None
+    ours = {p.pid: p.usedGpuMemory or 0 for p in listed if p.pid in descendants}
+    return sum(ours.values()) if ours else None
 
 
 def run_seat(
@@ -328,7 +322,7 @@ def rehearse(
     if unknown:
         raise RehearsalError(f"not in the agenda {agenda}: {', '.join(unknown)} (it holds {', '.join(planned)})")
     gpu, driver, total = (machine or this_gpu)()
-    check_plan(seats, limit, total, agenda_need(chapters) if memory_check else None)
+    check_plan(seats, limit, total, teaching.largest_need(chapters) if memory_check else None)
     interrupted = False
     with tempfile.TemporaryDirectory(prefix="rehearsal-") as scratch:
         folders = prepare_seats(chapters, seats, Path(scratch), teacher=teacher)

@@ -359,6 +359,27 @@ def readme_with_table(readme: str, table: str) -> str:
     return f"{before}{TABLE_START}\n{table}\n{TABLE_END}{after}"
 
 
+def record_chapter(
+    chapter: ChapterRun,
+    claims: list[dict],
+    label: str,
+    mode: str,
+    limit: int | None,
+    *,
+    runs_file: Path | None = None,
+    claims_file: Path | None = None,
+) -> None:
+    """Record one chapter as soon as it ends: its time and memory in the one-at-a-time group of ``label`` and
+    ``mode`` (merged with the chapters recorded before), and the claims it checked on this machine."""
+    from booktools import evidence
+
+    record(RunGroup(label, mode, False, chapter.seconds, chapter.peak_bytes, [chapter], limit), runs_file or RUNS_FILE)
+    if claims:
+        run = evidence.this_machine(label, mode, limit)
+        run.chapters = {chapter_name(chapter.notebook): claims}
+        evidence.record(run, claims_file or evidence.CLAIMS_FILE)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m booktools.runs", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="action", required=True)
@@ -384,12 +405,7 @@ def main(argv: list[str] | None = None) -> int:
     label = args.label or evidence.this_machine("", args.mode).gpu.removeprefix("NVIDIA ")
 
     def keep(chapter: ChapterRun, logged: list[dict]) -> None:
-        """Record one chapter as soon as it ends: its time and memory, and the claims it checked."""
-        record(RunGroup(label, args.mode, False, chapter.seconds, chapter.peak_bytes, [chapter], limit))
-        if logged:
-            run = evidence.this_machine(label, args.mode, limit)
-            run.chapters = {chapter_name(chapter.notebook): logged}
-            evidence.record(run)
+        record_chapter(chapter, logged, label, args.mode, limit)
 
     group = measure(
         args.notebooks,

@@ -86,18 +86,25 @@ def planning_rows(chapters: Sequence[str], groups: Sequence[RunGroup] | None = N
     return rows
 
 
+def largest_need(chapters: Sequence[str], groups: Sequence[RunGroup] | None = None) -> tuple[str, int] | None:
+    """The chapter of ``chapters`` with the largest peak seen under a limit it passed, and that peak in bytes
+    (:func:`booktools.runs.chapter_needs`); None when none of them passed under a limit."""
+    needs = chapter_needs(load() if groups is None else groups)
+    found = [(name, needs[name].peak_bytes) for name in chapters if name in needs]
+    return max(found, key=lambda item: item[1]) if found else None
+
+
 def share_for(chapters: Sequence[str], groups: Sequence[RunGroup] | None = None) -> int | None:
-    """The smallest whole number of GiB that holds the largest peak ``chapters`` were seen at under a limit they
-    passed: the ``--limit`` their first cells accept. None when none of them passed under a limit.
+    """The smallest whole number of GiB that holds :func:`largest_need`: the ``--limit`` the chapters' first cells
+    accept. None when none of them passed under a limit.
 
     >>> from booktools.runs import ChapterRun
     >>> run = RunGroup("16 GB", "nbval", False, 1.0, 0, [ChapterRun("a.ipynb", 1.0, int(13.7 * GIB), True)], 16 * GIB)
     >>> share_for(["a"], [run])
     14
     """
-    needs = chapter_needs(load() if groups is None else groups)
-    peaks = [needs[name].peak_bytes for name in chapters if name in needs]
-    return -(-max(peaks) // GIB) if peaks else None
+    need = largest_need(chapters, groups)
+    return None if need is None else -(-need[1] // GIB)
 
 
 def errors_in_log(path: Path) -> list[str]:

@@ -58,13 +58,21 @@ def test_a_plan_that_cannot_fit_is_refused_with_what_would_fit():
     rehearse.check_plan(4, "16G", 80 * GIB, need)
 
 
-def test_the_agendas_need_is_its_largest_recorded_peak():
-    from support import needs
+def test_a_seats_gpu_memory_is_its_kernels_including_mps_clients():
+    from types import SimpleNamespace as Process
 
-    chapter, peak = rehearse.agenda_need(rehearse.teaching.agenda("two-hours"))
-    recorded = {name: needs.of(name) for name in rehearse.teaching.agenda("two-hours")}
-    assert peak == max(need.peak_bytes for need in recorded.values() if need) and recorded[chapter].peak_bytes == peak
-    assert rehearse.agenda_need(["99_unmeasured"]) is None
+    class FakeNvml:
+        def nvmlDeviceGetHandleByIndex(self, index):
+            return index
+
+        def nvmlDeviceGetComputeRunningProcesses(self, handle):
+            return [Process(pid=11, usedGpuMemory=GIB), Process(pid=99, usedGpuMemory=5 * GIB)]
+
+        def nvmlDeviceGetMPSComputeRunningProcesses(self, handle):
+            return [Process(pid=12, usedGpuMemory=2 * GIB), Process(pid=13, usedGpuMemory=None)]
+
+    assert rehearse.seat_gpu_bytes(FakeNvml(), descendants={11, 12, 13}) == 3 * GIB  # not pid 99, another seat's
+    assert rehearse.seat_gpu_bytes(FakeNvml(), descendants={7}) is None  # ids NVML cannot see: unread, not 0
 
 
 def test_every_seat_runs_the_agenda_at_once_as_a_participant_and_mps_stops(control, monkeypatch):  # noqa: F811

@@ -123,3 +123,18 @@ def test_the_readme_table_is_the_one_the_committed_runs_give():
     )
     with pytest.raises(ValueError, match="no <!-- chapter-runs: start -->"):
         runs.readme_with_table("no markers", "table")
+
+
+def test_each_chapter_is_recorded_into_its_setups_group_with_its_claims(tmp_path):
+    runs_file, claims_file = tmp_path / "chapter_runs.json", tmp_path / "claims.json"
+    claim = {"name": "a.x", "kind": "holds", "holds": True}
+    for name, seconds, logged in (("01_a", 10.0, [claim]), ("02_b", 20.0, [])):
+        chapter = runs.ChapterRun(f"chapters/{name}.ipynb", seconds, GIB, True)
+        runs.record_chapter(chapter, logged, "H100", "nbval", None, runs_file=runs_file, claims_file=claims_file)
+    (group,) = runs.load(runs_file)
+    assert [c.notebook for c in group.chapters] == ["chapters/01_a.ipynb", "chapters/02_b.ipynb"]
+    assert group.wall_seconds == 30.0 and not group.parallel
+    from booktools import evidence
+
+    (recorded,) = evidence.load(claims_file)
+    assert recorded.chapters == {"01_a": [claim]}  # a chapter that checked no claim adds none

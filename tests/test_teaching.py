@@ -87,3 +87,22 @@ def test_errors_in_a_log_are_read_once_each_without_colours(tmp_path):
         "ClaimError: memory.x does not hold",
     ]
     assert teaching.errors_in_log(tmp_path / "missing.log") == []
+
+
+def test_the_largest_need_is_the_largest_peak_a_chapter_passed_under_a_limit_with():
+    limited = RunGroup(
+        "16 GB",
+        "nbval",
+        False,
+        10.0,
+        0,
+        [
+            _chapter("01_a", 1.0, 4 * GIB),
+            _chapter("02_b", 1.0, int(13.2 * GIB)),
+            _chapter("03_c", 1.0, 15 * GIB, passed=False),  # a failed run says nothing of a need
+        ],
+        16 * GIB,
+    )
+    assert teaching.largest_need(["01_a", "02_b", "03_c"], [limited]) == ("02_b", int(13.2 * GIB))
+    assert teaching.share_for(["01_a", "02_b"], [limited]) == 14
+    assert teaching.largest_need(["03_c"], [limited]) is None and teaching.share_for(["03_c"], [limited]) is None
