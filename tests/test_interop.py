@@ -374,3 +374,56 @@ def test_jax_on_the_cpu_really_copies_a_buffer_that_is_not_64_byte_aligned():
     assert describe(sixteen_aligned).alignment == 16
     assert interop.handoff_outcome(sixteen_aligned, "jax") == "copy to float32"
     assert interop.handoff_outcome(base[16:], "jax") == "shared"  # 64 bytes in
+
+
+def _race_row(route, non_blocking, blocking):
+    from support.interop import races
+
+    free, tied = races.SIDE_STREAMS
+    return {"route": route, "handed over": "after it", free: non_blocking, tied: blocking}
+
+
+def test_changed_by_the_stream_sorts_every_change():
+    from support.interop import races
+
+    rows = [
+        _race_row("fixed", "10/10 wrong", "0/10 wrong"),
+        _race_row("broken", "0/10 wrong", "3/10 wrong"),
+        _race_row("refused", "fails: X: no", "0/10 wrong"),
+        _race_row("same", "10/10 wrong", "10/10 wrong"),
+        _race_row("fewer", "10/10 wrong", "4/10 wrong"),
+    ]
+    changed = races.changed_by_the_stream(rows)
+    assert changed == {
+        "wrong only when non-blocking": ["fixed / after it"],
+        "wrong only when blocking": ["broken / after it"],
+        "otherwise changed": ["refused / after it", "fewer / after it"],
+    }
+
+
+def test_the_race_table_names_both_side_streams():
+    from support.interop import races
+
+    assert list(races.SIDE_STREAMS.values()) == [True, False]
+
+
+def test_breakdown_refuses_mixed_clocks():
+    from support.bench import Timing
+    from support.interop import breakdown
+
+    whole = Timing("whole", (1.0,), "wall")
+    with pytest.raises(ValueError, match="one clock"):
+        breakdown.account(whole, {"part": Timing("part", (0.5,), "cuda-events")})
+    with pytest.raises(ValueError, match="at least one part"):
+        breakdown.account(whole, {})
+
+
+def test_breakdown_gives_the_rest_of_the_whole():
+    from support.bench import Timing
+    from support.interop import breakdown
+
+    whole = Timing("whole", (1.0, 1.2, 1.1), "wall")
+    parts = {"a": Timing("a", (0.3,), "wall"), "b": Timing("b", (0.5,), "wall")}
+    rows, rest = breakdown.account(whole, parts)
+    assert [row["what"] for row in rows] == ["whole", "a", "b"]
+    assert rest == pytest.approx(0.3) and breakdown.largest_part(parts) == "b"

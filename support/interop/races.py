@@ -7,8 +7,16 @@ written at all) and returns a wrong sum without an error. :data:`ROUTES` are the
 thumb recommend, each with where it is made: **inside** ``with stream:`` (CuPy's current stream is the one with
 the pending writes, as in the producer's own code) or **after** it (the current stream is back to the default).
 
+The producer's side stream is made twice, one column each (:data:`SIDE_STREAMS`): ``non_blocking=True``, a stream
+the legacy default stream does not synchronize with, and CuPy's default, ``cp.cuda.Stream()``, a *blocking*
+stream (``non_blocking=False`` in CuPy 14.2, ``cupy/cuda/stream.pyx``): work on the legacy default stream waits
+for a blocking stream's earlier work, so a consumer that computes on the legacy stream is ordered by CUDA itself
+whatever the protocol did. :func:`changed_by_the_stream` names the routes whose verdict differs between the two.
+
 >>> sorted(ROUTES)[:2]
 ['CuPy itself, on the default stream', 'JAX jnp.asarray(x), CAI, inside']
+>>> list(SIDE_STREAMS.values())
+[True, False]
 """
 
 from __future__ import annotations
@@ -18,6 +26,12 @@ from dataclasses import dataclass
 
 #: Elements of the array the producer writes: 16 MiB of float32.
 SIZE = 1 << 22
+
+#: The columns of the race table: the producer's side stream, and its ``non_blocking`` flag.
+SIDE_STREAMS = {
+    "side stream non_blocking=True": True,
+    "side stream blocking (CuPy's default)": False,
+}
 
 
 @dataclass(frozen=True)
@@ -42,12 +56,18 @@ def _jnp():
 
 
 def _numba_total(view) -> float:
+    return launch_total(view, view.shape[0])
+
+
+def launch_total(argument, size: int) -> float:
+    """The sum of the ``size`` float32 values of ``argument``, by a Numba kernel launched on it (on Numba's default
+    stream), read on the host."""
     import numba.cuda as nc
 
     kernel = _total_kernel()
     out = nc.device_array(1, dtype="float32")
     out[0] = 0
-    kernel[(view.shape[0] + 255) // 256, 256](view, out)
+    kernel[(size + 255) // 256, 256](argument, out)
     return float(out.copy_to_host()[0])
 
 
@@ -140,15 +160,16 @@ def produce(sleep, stream, seconds: float = 0.02):
     return x
 
 
-def run_route(route: Route, sleep, tries: int = 10) -> str:
-    """How many of ``tries`` sums were wrong (``"3/10 wrong"``), or the error the route raised."""
+def run_route(route: Route, sleep, tries: int = 10, *, non_blocking: bool = True) -> str:
+    """How many of ``tries`` sums were wrong (``"3/10 wrong"``), or the error the route raised; the producer's
+    side stream is made with ``cp.cuda.Stream(non_blocking=non_blocking)``."""
     import cupy as cp
 
     if tries < 1:
         raise ValueError(f"try at least once, not {tries} times")
     wrong = 0
     for _ in range(tries):
-        stream = cp.cuda.Stream(non_blocking=True)
+        stream = cp.cuda.Stream(non_blocking=non_blocking)
         x = produce(sleep, stream)
         try:
             if route.inside:
@@ -165,21 +186,56 @@ def run_route(route: Route, sleep, tries: int = 10) -> str:
 
 
 def race_table(tries: int = 10, routes: dict[str, Route] | None = None) -> list[dict[str, str]]:
-    """Every route of :data:`ROUTES`, ``tries`` times each: protocol, where the handoff was made, the verdict."""
+    """Every route of :data:`ROUTES`, ``tries`` times each on each side stream of :data:`SIDE_STREAMS`: protocol,
+    where the handoff was made, and one verdict column per side stream."""
     from support.bench import gpu_sleeper
 
     sleep = gpu_sleeper()
     rows = []
     for name, route in (routes or ROUTES).items():
-        rows.append(
-            {
-                "route": name.rsplit(", ", 2)[0].removeprefix("control: ") if route.protocol != "none" else name,
-                "protocol": route.protocol,
-                "handed over": "inside `with s`" if route.inside else "after it",
-                "sums": run_route(route, sleep, tries),
-            }
-        )
+        row = {
+            "route": name.rsplit(", ", 2)[0].removeprefix("control: ") if route.protocol != "none" else name,
+            "protocol": route.protocol,
+            "handed over": "inside `with s`" if route.inside else "after it",
+        }
+        for column, non_blocking in SIDE_STREAMS.items():
+            row[column] = run_route(route, sleep, tries, non_blocking=non_blocking)
+        rows.append(row)
     return rows
+
+
+def changed_by_the_stream(rows: list[dict[str, str]]) -> dict[str, list[str]]:
+    """The routes (``"route / handed over"``) whose verdict differs between the two side streams, sorted by the
+    way it changed: ``"wrong only when non-blocking"`` (the legacy stream ordered them when the side stream was
+    blocking), ``"wrong only when blocking"``, and ``"otherwise changed"`` (a refusal in one column only).
+
+    >>> rows = [{"route": "a", "handed over": "after it", "side stream non_blocking=True": "10/10 wrong",
+    ...          "side stream blocking (CuPy's default)": "0/10 wrong"},
+    ...         {"route": "b", "handed over": "after it", "side stream non_blocking=True": "0/10 wrong",
+    ...          "side stream blocking (CuPy's default)": "0/10 wrong"}]
+    >>> changed_by_the_stream(rows)["wrong only when non-blocking"]
+    ['a / after it']
+    """
+    non_blocking, blocking = SIDE_STREAMS
+    changed: dict[str, list[str]] = {
+        "wrong only when non-blocking": [],
+        "wrong only when blocking": [],
+        "otherwise changed": [],
+    }
+    for row in rows:
+        if row[non_blocking] == row[blocking]:
+            continue
+        name = f"{row['route']} / {row['handed over']}"
+        wrong_free, wrong_blocking = wrong_count(row[non_blocking]), wrong_count(row[blocking])
+        if wrong_free is None or wrong_blocking is None:
+            changed["otherwise changed"].append(name)
+        elif wrong_free > 0 and wrong_blocking == 0:
+            changed["wrong only when non-blocking"].append(name)
+        elif wrong_blocking > 0 and wrong_free == 0:
+            changed["wrong only when blocking"].append(name)
+        else:
+            changed["otherwise changed"].append(name)
+    return changed
 
 
 def wrong_count(verdict: str) -> int | None:
