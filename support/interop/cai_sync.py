@@ -9,9 +9,17 @@ unless ``NUMBA_CUDA_ARRAY_INTERFACE_SYNC=0`` (``numba_cuda/numba/cuda/cudadrv/de
 ``_to_strided_memory_view``, in 0.30.4). ``cuda.as_cuda_array(x)`` reads the interface whatever else ``x`` speaks,
 and synchronises likewise unless ``sync=False`` or the variable says no.
 
+For an interface-only argument the variable adds a host wait, but it is not what orders the kernel: the line
+before it, ``StridedMemoryView.from_cuda_array_interface(obj, stream_ptr=<launch stream>)``, makes the launch
+stream wait for the stream the interface names with an event (``cuEventRecord`` on the producer's stream,
+``cuStreamWaitEvent`` on the consumer's, cuda.core's ``_memoryview.pyx``), on the GPU, whatever the variable says.
+``as_cuda_array`` has no such event: there the host wait is the only ordering.
+
 Numba reads the variable once, at import, so each setting is measured in a fresh process
 (:mod:`support.fresh_process`): :func:`launch_overhead` times a tiny kernel launched on each kind of argument,
-:func:`launch_behind_busy_gpu` times one launch while the GPU is busy with queued work, where a host wait shows.
+:func:`launch_behind_busy_gpu` times one launch while the GPU is busy with queued work, where a host wait shows,
+and :func:`race_launch` races each of :data:`LAUNCH_RACES` against a producer's pending write
+(:mod:`support.interop.races`), where a missing order shows as wrong sums.
 """
 
 from __future__ import annotations
@@ -20,20 +28,32 @@ from __future__ import annotations
 ARGUMENT_KINDS = ("Numba device array", "CuPy array", "PyTorch tensor", "CAI-only object")
 SYNC_VARIABLE = "NUMBA_CUDA_ARRAY_INTERFACE_SYNC"
 
+#: The consumers :func:`race_launch` races, each on an interface-only array whose write is pending on a
+#: non-blocking side stream: a kernel launch on it, the same launch when the interface names no stream (the
+#: control: nothing to order by), and ``as_cuda_array`` followed by the same kernel.
+LAUNCH_RACES = (
+    "kernel launched on x, the interface names its stream",
+    "kernel launched on x, the interface names no stream",
+    "numba.cuda.as_cuda_array(x), then the kernel",
+)
+
 
 class InterfaceOnly:
     """An array that speaks the CUDA Array Interface and nothing else, naming CuPy's current stream, as a producer
     without DLPack (a cuDF column, an RMM buffer, an older library) does."""
 
-    def __init__(self, array):
+    def __init__(self, array, *, names_stream: bool = True):
         self.array = array
+        self.names_stream = names_stream  # False: no ``stream`` entry, as cuDF writes its interface
 
     @property
     def __cuda_array_interface__(self):
-        import cupy
-
         described = dict(self.array.__cuda_array_interface__)
-        described["stream"] = cupy.cuda.get_current_stream().ptr or 1  # 1: the legacy default stream
+        described.pop("stream", None)
+        if self.names_stream:
+            import cupy
+
+            described["stream"] = cupy.cuda.get_current_stream().ptr or 1  # 1: the legacy default stream
         return described
 
 
@@ -67,6 +87,43 @@ def launch_behind_busy_gpu(*, sync: bool, busy_seconds: float = 0.03) -> dict[st
         what=f"the launch behind a busy GPU ({SYNC_VARIABLE}={int(sync)})",
         env={SYNC_VARIABLE: "1" if sync else "0"},
     )
+
+
+def race_launch(*, sync: bool, tries: int = 10) -> dict[str, str]:
+    """The verdict of :func:`support.interop.races.run_route` (``"0/10 wrong"``) for each of :data:`LAUNCH_RACES`,
+    in a fresh process with the variable on (``sync``) or off."""
+    from support import fresh_process
+
+    if tries < 1:
+        raise ValueError(f"try at least once, not {tries} times")
+    return fresh_process.call(
+        "support.interop.cai_sync:race_here",
+        tries=tries,
+        what=f"the race of a launch on an interface-only array ({SYNC_VARIABLE}={int(sync)})",
+        env={SYNC_VARIABLE: "1" if sync else "0"},
+    )
+
+
+def race_here(tries: int = 10) -> dict[str, str]:
+    """:func:`race_launch`'s measurement, in this process: CuPy writes ones into an array on a non-blocking side
+    stream behind 20 ms of GPU work; inside ``with stream:`` each consumer sums it through an
+    :class:`InterfaceOnly` view (or ``as_cuda_array``), with a Numba kernel on Numba's default stream."""
+    import numba.cuda
+
+    from support.bench import gpu_sleeper
+    from support.interop import races
+
+    named, unnamed, as_array = LAUNCH_RACES
+    consumers = {
+        named: lambda x: races.launch_total(InterfaceOnly(x), x.size),
+        unnamed: lambda x: races.launch_total(InterfaceOnly(x, names_stream=False), x.size),
+        as_array: lambda x: races.launch_total(numba.cuda.as_cuda_array(InterfaceOnly(x)), x.size),
+    }
+    sleep = gpu_sleeper()
+    return {
+        name: races.run_route(races.Route(races.CAI, True, consume), sleep, tries, non_blocking=True)
+        for name, consume in consumers.items()
+    }
 
 
 def _arguments():
