@@ -3,7 +3,10 @@
 - :mod:`~support.interop.handoffs`: :func:`share` (the zero-copy route, or the obstacle and its fix),
   :func:`same_memory`, the conversion table, the protocols each object speaks, stream recording;
 - :mod:`~support.interop.cai_sync`: what Numba's synchronisation on the CUDA Array Interface costs a launch,
-  measured in fresh processes.
+  and whether a launch races without it, measured in fresh processes;
+- :mod:`~support.interop.races`: the stream races, route by route, on a non-blocking and a blocking side stream;
+- :mod:`~support.interop.breakdown`: a timing beside its parts measured with the same clock (the Polars GPU
+  engine's collect).
 
 The names of :mod:`~support.interop.handoffs` are importable from here (``from support.interop import share``).
 """
