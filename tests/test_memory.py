@@ -467,3 +467,32 @@ def test_rmm_statistics_are_read_as_dict_or_attributes():
 
     assert _served(SimpleNamespace(allocation_counts={"total_count": 3})) == 3
     assert _served(SimpleNamespace(allocation_counts=SimpleNamespace(total_count=4))) == 4
+
+
+def test_oom_plan_fails_with_holes_and_fits_without():
+    from support.memory import oom
+
+    plan = oom.sizes(4 * GIB)
+    assert all(size % (2 * MIB) == 0 for size in plan.values())
+    assert 2 * plan["piece"] + plan["ask"] <= 4 * GIB < plan["block"] + plan["ask"]
+    with pytest.raises(ValueError, match="too small"):
+        oom.sizes(64 * MIB)
+
+
+def test_oom_rows_say_what_happened_even_when_a_process_failed():
+    from support.memory import oom
+
+    table = oom.rows(
+        {
+            "defaults": {
+                "error": "OutOfMemoryError",
+                "allocated": 380 * MIB,
+                "reserved": 600 * MIB,
+                "without holes": "fits",
+            },
+            "broken": {"error": "the process failed: boom", "message": ""},
+            "fits": {"error": None, "allocated": MIB, "reserved": MIB, "without holes": "fits"},
+        }
+    )
+    assert [row["the request"] for row in table] == ["OutOfMemoryError", "the process failed: boom", "fits"]
+    assert table[0]["reserved before it"] == "600.00 MiB" and table[1]["allocated before it"] == "—"
