@@ -199,3 +199,35 @@ def test_the_host_link_diagram_writes_the_measured_bandwidths_and_refuses_unmeas
     figure.savefig(tmp_path / "link.png")
     with pytest.raises(ValueError, match="measured and positive"):
         host_link.draw_host_link({}, device_gbps=1.0)
+
+
+def test_crossover_is_where_the_gpu_stays_ahead_and_sizes_respect_the_limits():
+    from support.why_gpus import crossover
+
+    assert crossover.crossover([1, 2, 3], [5, 5, 5], [6, 4, 4]) == 2
+    assert crossover.crossover([1, 2, 3], [5, 5, 5], [4, 6, 4]) == 3  # ahead, behind, ahead again: from 3
+    assert crossover.crossover([1, 2], [1, 1], [1, 1]) is None  # a tie does not pay
+    assert crossover.sweep_sizes(2**40)[-1] <= (2**31 - 1) * 8  # int32 elements at most
+    with pytest.raises(ValueError, match="under the smallest"):
+        crossover.sweep_sizes(100)
+    with pytest.raises(ValueError):
+        crossover.crossover([1, 2], [1], [1, 2])
+
+
+def test_the_sweep_times_every_line_and_finds_its_crossovers(monkeypatch):
+    """The sweep on a stand-in for CuPy (NumPy itself), so its loop and bookkeeping run on the CPU."""
+    import sys
+    import types
+
+    from support.why_gpus import crossover
+
+    monkeypatch.setitem(sys.modules, "cupy", types.SimpleNamespace(asarray=np.asarray))
+    result = crossover.sweep([2**10, 2**12], cold_extra=1.0)
+    assert set(result.medians) == {*crossover.CPU_LINES, *crossover.GPU_LINES}
+    assert all(len(times) == 2 and min(times) > 0 for times in result.medians.values())
+    assert result.seconds(crossover.COLD_LINE)[0] > 1.0
+    assert result.crossovers()[crossover.COLD_LINE] is None  # a second of start-up never pays back here
+    assert [row["size"] for row in result.rows()] == ["1.00 KiB", "4.00 KiB"]
+    assert set(result.widest_spreads()) == set(result.medians)
+    crossover.crossover_figure(result)
+    assert crossover.cold_extra({"import cupy": 1, "CUDA context": 1, "first sum": 2, "second sum": 1}) == 3

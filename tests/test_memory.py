@@ -448,3 +448,51 @@ def test_oversubscription_is_sized_from_the_free_memory_and_runs_only_when_opted
     assert skipped["outcome"].startswith("skipped") and "GPU_INTEROP_ALLOW_OVERSUBSCRIPTION=1" in skipped["outcome"]
     assert skipped["ballast"] == 16 * GIB  # the default room of 4 GiB
     assert oversubscription.skipped_reason({"GPU_INTEROP_ALLOW_OVERSUBSCRIPTION": "1"}) is None
+
+
+def test_torch_setups_refuse_before_touching_a_gpu():
+    from support.memory import torch_setups
+
+    with pytest.raises(ValueError, match="unknown setup"):
+        torch_setups.measure_here("PyTorch's everything")
+    too_many = torch_setups.EXCHANGED_BYTES // (176 * 4) + 1  # beats that overflow the exchanged tensor
+    with pytest.raises(ValueError, match="do not fit"):
+        torch_setups.measure_here("PyTorch's own", beats=too_many)
+
+
+def test_rmm_statistics_are_read_as_dict_or_attributes():
+    from types import SimpleNamespace
+
+    from support.memory.torch_setups import _served
+
+    assert _served(SimpleNamespace(allocation_counts={"total_count": 3})) == 3
+    assert _served(SimpleNamespace(allocation_counts=SimpleNamespace(total_count=4))) == 4
+
+
+def test_oom_plan_fails_with_holes_and_fits_without():
+    from support.memory import oom
+
+    plan = oom.sizes(4 * GIB)
+    assert all(size % (2 * MIB) == 0 for size in plan.values())
+    assert 2 * plan["piece"] + plan["ask"] <= 4 * GIB < plan["block"] + plan["ask"]
+    with pytest.raises(ValueError, match="too small"):
+        oom.sizes(64 * MIB)
+
+
+def test_oom_rows_say_what_happened_even_when_a_process_failed():
+    from support.memory import oom
+
+    table = oom.rows(
+        {
+            "defaults": {
+                "error": "OutOfMemoryError",
+                "allocated": 380 * MIB,
+                "reserved": 600 * MIB,
+                "without holes": "fits",
+            },
+            "broken": {"error": "the process failed: boom", "message": ""},
+            "fits": {"error": None, "allocated": MIB, "reserved": MIB, "without holes": "fits"},
+        }
+    )
+    assert [row["the request"] for row in table] == ["OutOfMemoryError", "the process failed: boom", "fits"]
+    assert table[0]["reserved before it"] == "600.00 MiB" and table[1]["allocated before it"] == "—"

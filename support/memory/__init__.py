@@ -7,6 +7,8 @@ One idea per module:
   name, timing work under each, pool sizing;
 - :mod:`~support.memory.churn`: what one allocation costs, seen from Python;
 - :mod:`~support.memory.fragmentation`: the largest request that fits once a churn has left holes, per allocator;
+- :mod:`~support.memory.oom`: PyTorch's out-of-memory error, provoked under a cap in a fresh process;
+- :mod:`~support.memory.torch_setups`: PyTorch inside the shared pool or beside it, one process per setup;
 - :mod:`~support.memory.observe`: peak per stage, an allocation log, a leak check;
 - :mod:`~support.memory.limits`: caps on memory, with errors that name the cap;
 - :mod:`~support.memory.workload`: a data-frame workload with many temporaries;

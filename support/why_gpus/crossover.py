@@ -1,0 +1,238 @@
+"""When the GPU does not pay: one operation (a float64 sum) over sizes from kilobytes to gigabytes, on the CPU and
+the GPU, warm and cold, and the size from which the GPU is faster.
+
+:func:`sweep` times, at each size, with the wall clock for every line (one clock for the whole comparison; each
+GPU call ends by bringing the scalar answer back, which waits for the GPU):
+
+- ``NumPy, 1 core``: ``x.sum()``;
+- ``Numba, all cores``: the same loop compiled with ``parallel=True`` (compiled before the sweep);
+- ``CuPy, data on the GPU``: ``d.sum()`` on an array already in GPU memory;
+- ``CuPy, data copied from the host``: ``cupy.asarray(x).sum()``, the copy across the link included.
+
+:func:`cold_start` measures, in a fresh process with an empty kernel cache (``CUPY_CACHE_DIR``), what a program
+pays before its first GPU sum answers: importing CuPy, creating the CUDA context, and the first call, which
+compiles the reduction kernel. Added to the warm line it gives the cold one (:meth:`Sweep.seconds`).
+
+:func:`crossover` is the smallest size from which a GPU line is faster than the best CPU line at that size and
+every larger one, or None when it never is in the range.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import numpy as np
+
+CPU_LINES = ("NumPy, 1 core", "Numba, all cores")
+GPU_LINES = ("CuPy, data on the GPU", "CuPy, data copied from the host")
+COLD_LINE = "CuPy, cold (fresh process)"
+
+
+def sweep_sizes(largest: int, *, smallest: int = 2**10, factor: int = 4) -> list[int]:
+    """Sizes in bytes from ``smallest`` up to ``largest``, each ``factor`` times the last (float64 elements, at
+    most ``2**31 - 1`` of them, the int32 limit some kernels index by).
+
+    >>> [size // 2**10 for size in sweep_sizes(2**20)]
+    [1, 4, 16, 64, 256, 1024]
+    """
+    if smallest < 8 or factor < 2:
+        raise ValueError("start at 8 bytes or more and grow by a factor of 2 or more")
+    largest = min(largest, (2**31 - 1) * 8)
+    if largest < smallest:
+        raise ValueError(f"the largest size ({largest} bytes) is under the smallest ({smallest} bytes)")
+    sizes = [smallest]
+    while sizes[-1] * factor <= largest:
+        sizes.append(sizes[-1] * factor)
+    return sizes
+
+
+def crossover(sizes, cpu_seconds, gpu_seconds) -> int | None:
+    """The smallest size from which the GPU's time is under the CPU's at that size and every larger one.
+
+    >>> crossover([1, 2, 3, 4], [1, 2, 3, 4], [5, 1, 4, 2])
+    4
+    >>> crossover([1, 2], [1, 1], [2, 2]) is None
+    True
+    """
+    if not len(sizes) == len(cpu_seconds) == len(gpu_seconds):
+        raise ValueError("give one CPU and one GPU time per size")
+    found = None
+    for size, cpu, gpu in zip(reversed(sizes), reversed(cpu_seconds), reversed(gpu_seconds), strict=True):
+        if gpu >= cpu:
+            break
+        found = size
+    return found
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """Median seconds per line and size, and the cold start's extra seconds."""
+
+    sizes: list[int]
+    medians: dict[str, list[float]]
+    spreads: dict[str, list[tuple[float, float]]]  # (min, max) of the repeats
+    cold_extra: float | None  # seconds a fresh process pays before its first sum, over a warm sum
+
+    def best_cpu(self) -> list[float]:
+        """The faster CPU line's median at each size."""
+        return [min(times) for times in zip(*(self.medians[line] for line in CPU_LINES), strict=True)]
+
+    def seconds(self, line: str) -> list[float]:
+        """The medians of ``line``; the cold line is the warm GPU line plus the cold start."""
+        if line == COLD_LINE:
+            if self.cold_extra is None:
+                raise ValueError("the cold start was not measured")
+            return [t + self.cold_extra for t in self.medians[GPU_LINES[0]]]
+        return self.medians[line]
+
+    def lines(self) -> list[str]:
+        return [*CPU_LINES, *GPU_LINES] + ([COLD_LINE] if self.cold_extra is not None else [])
+
+    def crossovers(self) -> dict[str, int | None]:
+        """Each GPU line's crossover against the best CPU line."""
+        best = self.best_cpu()
+        return {line: crossover(self.sizes, best, self.seconds(line)) for line in self.lines()[len(CPU_LINES) :]}
+
+    def widest_spreads(self) -> dict[str, tuple[float, int]]:
+        """Per measured line, the largest ratio of the slowest repeat to the fastest, and the size where it was."""
+        found = {}
+        for line, spreads in self.spreads.items():
+            ratios = [high / low if low > 0 else float("inf") for low, high in spreads]
+            at = max(range(len(ratios)), key=ratios.__getitem__)
+            found[line] = (ratios[at], self.sizes[at])
+        return found
+
+    def rows(self) -> list[dict[str, str]]:
+        """One row per size: each line's median."""
+        from support.bench import format_seconds
+        from support.units import describe_bytes
+
+        return [
+            {"size": describe_bytes(size), **{line: format_seconds(self.seconds(line)[i]) for line in self.lines()}}
+            for i, size in enumerate(self.sizes)
+        ]
+
+
+@functools.cache
+def _parallel_sum():
+    from numba import njit, prange
+
+    @njit(parallel=True, cache=False)
+    def total(x):
+        s = 0.0
+        for i in prange(x.size):
+            s += x[i]
+        return s
+
+    return total
+
+
+def parallel_sum(x) -> float:
+    """The sum of a float64 array on every CPU core (Numba, ``parallel=True``); the first call compiles.
+
+    >>> parallel_sum(np.ones(1000))
+    1000.0
+    """
+    return float(_parallel_sum()(np.ascontiguousarray(x, dtype=np.float64).ravel()))
+
+
+def sweep(sizes: list[int], *, cold_extra: float | None = None, seed: int = 0) -> Sweep:
+    """Time every line at every size (prefixes of one array per side; wall clock, medians of the repeats)."""
+    import cupy
+
+    from support.bench import time_wall
+
+    count = max(sizes) // 8
+    host = np.resize(np.random.default_rng(seed).random(2**17), count)  # random values, tiled: quick to make
+    device = cupy.asarray(host)
+    parallel_sum(host[:1000])  # compile before any timing
+    medians: dict[str, list[float]] = {line: [] for line in (*CPU_LINES, *GPU_LINES)}
+    spreads: dict[str, list[tuple[float, float]]] = {line: [] for line in medians}
+    for size in sizes:
+        x, d = host[: size // 8], device[: size // 8]
+        work = {
+            "NumPy, 1 core": lambda x=x: float(x.sum()),
+            "Numba, all cores": lambda x=x: parallel_sum(x),
+            "CuPy, data on the GPU": lambda d=d: float(d.sum()),
+            "CuPy, data copied from the host": lambda x=x: float(cupy.asarray(x).sum()),
+        }
+        repeat = 3 if size >= 2**28 else 7
+        for line, fn in work.items():
+            timing = time_wall(fn, label=line, warmup=1, repeat=repeat)
+            medians[line].append(timing.median)
+            spreads[line].append((timing.min, timing.max))
+    return Sweep(list(sizes), medians, spreads, cold_extra)
+
+
+def cold_start() -> dict[str, float]:
+    """In this process, which must not have imported CuPy: seconds to import CuPy, to create the CUDA context (and
+    copy a first array in, no kernel), for the first sum (which compiles its kernel, where CuPy compiles one and
+    the kernel cache does not have it) and for a second one."""
+    import time
+
+    started = time.perf_counter()
+    import cupy
+
+    imported = time.perf_counter()
+    x = cupy.empty(1024)  # the context, and a first allocation: no kernel yet
+    x.set(np.ones(1024))
+    cupy.cuda.runtime.deviceSynchronize()
+    context = time.perf_counter()
+    float(x.sum())
+    first = time.perf_counter()
+    float(x.sum())
+    second = time.perf_counter()
+    return {
+        "import cupy": imported - started,
+        "CUDA context": context - imported,
+        "first sum": first - context,
+        "second sum": second - first,
+    }
+
+
+def cold_start_in_fresh_process() -> dict[str, float]:
+    """:func:`cold_start` in a new process with an empty kernel cache of its own."""
+    import tempfile
+
+    from support import fresh_process
+
+    with tempfile.TemporaryDirectory() as cache:
+        return fresh_process.call(
+            "support.why_gpus.crossover:cold_start", what="a cold start of CuPy", env={"CUPY_CACHE_DIR": cache}
+        )
+
+
+def cold_extra(found: dict[str, float]) -> float:
+    """What the cold start adds to a warm sum: import, context, and the first sum over the second.
+
+    >>> cold_extra({"import cupy": 0.5, "CUDA context": 0.2, "first sum": 0.3, "second sum": 0.1})
+    0.9
+    """
+    return round(found["import cupy"] + found["CUDA context"] + found["first sum"] - found["second sum"], 12)
+
+
+def crossover_figure(result: Sweep):
+    """Seconds per sum against size, log-log, one line per way, the crossovers marked."""
+    from support.figures import new_figure
+
+    fig, axes = new_figure(size=(8, 4.2))
+    styles = {
+        "NumPy, 1 core": ("tab:gray", "-"),
+        "Numba, all cores": ("tab:blue", "-"),
+        "CuPy, data on the GPU": ("tab:green", "-"),
+        "CuPy, data copied from the host": ("tab:orange", "--"),
+        COLD_LINE: ("tab:red", ":"),
+    }
+    for line in result.lines():
+        color, style = styles[line]
+        axes.plot(result.sizes, result.seconds(line), style, marker="o", markersize=3, color=color, label=line)
+    for line, size in result.crossovers().items():
+        if size is not None:
+            axes.axvline(size, color=styles[line][0], linewidth=0.8, alpha=0.6)
+    axes.set_xscale("log", base=2)
+    axes.set_yscale("log")
+    axes.set(xlabel="array size (bytes, log scale)", ylabel="seconds per sum (median, log scale)")
+    axes.set_title("One float64 sum, CPU against GPU: where the lines cross (vertical lines)", fontsize=10)
+    axes.legend(fontsize=8, loc="upper left")
+    return fig
