@@ -25,19 +25,19 @@ def sanitized(text: str) -> str:
 
 FRAGMENTATION_TEXT = """\
                                                  free under the cap  \\
-blocks              allocator                                         
-blocks of 16–64 MiB PyTorch caching allocator           1021.66 MiB   
-                    PyTorch, expandable segments        1021.66 MiB   
+blocks              allocator
+blocks of 16–64 MiB PyTorch caching allocator           1021.66 MiB
+                    PyTorch, expandable segments        1021.66 MiB
 
                                                  largest request that fits  \\
-blocks              allocator                                                
-blocks of 16–64 MiB PyTorch caching allocator                   994.00 MiB   
-                    PyTorch, expandable segments                {fit} MiB   
+blocks              allocator
+blocks of 16–64 MiB PyTorch caching allocator                   994.00 MiB
+                    PyTorch, expandable segments                {fit} MiB
 
-                                                 usable in one piece  
-blocks              allocator                                         
-blocks of 16–64 MiB PyTorch caching allocator                    97%  
-                    PyTorch, expandable segments                 48%  
+                                                 usable in one piece
+blocks              allocator
+blocks of 16–64 MiB PyTorch caching allocator                    97%
+                    PyTorch, expandable segments                 48%
 """
 
 FRAGMENTATION_HTML = """\
