@@ -72,6 +72,11 @@ CASES = {
         "in chunks: 134,193,016, the pool held 128 MiB",
         "in chunks: 134,193,021, the pool held 256 MiB",
     ),
+    "chapter 6, kernels in a training step": (
+        "one step at 512 beats: 126 kernels, 0.61 ms of kernel time in a 9.37 ms step",
+        "one step at 512 beats: 131 kernels, 0.58 ms of kernel time in a 8.12 ms step",
+        "one step at 4096 beats: 126 kernels, 0.61 ms of kernel time in a 9.37 ms step",
+    ),
     "chapter 4, fragmentation's largest hole, text": (
         FRAGMENTATION_TEXT.format(fit="486.00"),
         FRAGMENTATION_TEXT.format(fit="491.00"),
