@@ -5,21 +5,21 @@ Each case is (the committed output, what another machine or run printed, the com
 changed). The figures of the second come from the H200 try of issue #38 or from the machines a reader may have
 (16–192 GB cards, 8–128 cores, another driver)."""
 
-import configparser
 import re
 
 import pytest
+from nbval.plugin import get_sanitize_patterns
 
 from booktools import paths
 
-RULES = configparser.RawConfigParser()
-RULES.read(paths.ROOT / "tests" / "nbval_sanitize.cfg", encoding="utf-8")
+#: The rules as nbval reads them (a ``regex:`` line and the ``replace:`` line after it), in the file's order.
+RULES = get_sanitize_patterns((paths.ROOT / "tests" / "nbval_sanitize.cfg").read_text(encoding="utf-8"))
 
 
 def sanitized(text: str) -> str:
     """The text as nbval compares it: every rule of the cfg, in order."""
-    for section in RULES.sections():
-        text = re.sub(RULES[section]["regex"], RULES[section]["replace"], text)
+    for regex, replace in RULES:
+        text = re.sub(regex, replace, text)
     return text
 
 
