@@ -188,7 +188,11 @@ def _notebook_note(srcdir: Path, docname: str, text: str | None = None) -> str |
     path = Path(srcdir) / f"{docname}.ipynb"
     if not path.is_file():
         return None
-    return note(freshness(json.loads(path.read_text() if text is None else text), Path(srcdir)))
+    try:
+        notebook = json.loads(path.read_text() if text is None else text)
+    except ValueError:  # not a notebook in JSON: the page is left as it is
+        return None
+    return note(freshness(notebook, Path(srcdir)))
 
 
 def _mark_if_not_fresh(app, docname: str, source: list[str]) -> None:
