@@ -109,3 +109,13 @@ def test_a_suggested_pool_fits_the_free_memory(gb):
     free, _ = card(gb)
     for peak in (140 * MIB, 702 * MIB, 8 * GIB):  # chapter 4's small and large workloads, and a larger one
         assert peak < pools.suggest_pool_size(peak, free) <= free
+
+
+@pytest.mark.parametrize("gb", CARDS_GB)
+def test_the_ecg_command_lines_memory_bound_stays_within_one_cudf_column(gb):
+    """``python -m support.ecg`` refuses a recording larger than the free memory allows and suggests the most hours
+    that fit (``check_memory``, 300 bytes a sample): on every card that bound is within cuDF's int32 rows."""
+    from support.ecg import __main__ as ecg_command
+
+    free, _ = card(gb)
+    assert free // ecg_command.BYTES_PER_SAMPLE <= INT32_MAX
