@@ -12,10 +12,9 @@ full. Its environment variables, read once when JAX starts (so each setting need
 
 :func:`probe_in_fresh_process` starts JAX with one setting, runs a little JAX work, and then tries a cuDF job of
 a given size in the same process; it reports the free memory JAX left, so the job's outcome can be checked
-against it. The job is
-:data:`JOB_SHARE` of the free memory (:func:`job_bytes_for`), in as many cuDF columns as it takes to keep each
-within cuDF's int32 row count (:func:`job_column_rows`), so it is the same share on a 16 GB card and a 192 GB
-one. A setting whose process fails for another reason comes back as a :class:`JaxProbe` that says so
+against it. The job is :data:`JOB_SHARE` of the free memory (:func:`job_bytes_for`), in as many cuDF columns as
+it takes to keep each within cuDF's int32 row count (:func:`job_column_rows`), so it is the same share on a 16 GB
+card and a 192 GB one. A setting whose process fails for another reason comes back as a :class:`JaxProbe` that says so
 (``failed``), so that every setting that was not refused has its row.
 
 **On a shared GPU** a setting that preallocates a large share would take memory other processes count on. The
@@ -246,7 +245,7 @@ def probe(setting: str, job_bytes: int, steps: int = 64) -> JaxProbe:
         _cudf_job(job_bytes)
     except MemoryError as exc:
         error = f"{type(exc).__name__}: {summarize_error(str(exc))}"
-    except Exception as exc:  # not a lack of memory: the job did not run, and the probe says why  # noqa: BLE001
+    except Exception as exc:  # noqa: BLE001 - not a lack of memory: the job did not run, and the probe says why
         error = f"the cuDF job failed, not for lack of memory: {type(exc).__name__}: {summarize_error(str(exc))}"
     return JaxProbe(
         setting,
