@@ -5,6 +5,7 @@ module         what                                                             
 =============  ==========================================================================  ======================
 ``paths``      where the book's files are (the one place that finds the repository)
 ``notebooks``  notebook housekeeping: ready to publish?, execute in place
+``freshness``  do a chapter's outputs still come from its code? (the book's note)
 ``runs``       measured runs (time, peak memory, claims), the README's table, needs       ``make execute``
 ``teaching``   the teachers' page's tables, from the runs
 ``evidence``   the claims on record, the page Claims and evidence                          ``make compare``

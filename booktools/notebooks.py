@@ -7,6 +7,7 @@ Command line (what ``make execute`` calls on a GPU host)::
 
     python -m booktools.notebooks execute chapters/00_getting_started.ipynb [...]
     python -m booktools.notebooks check                # report notebooks that are not ready to publish
+    python -m booktools.notebooks fresh                # list published notebooks whose outputs predate their code
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ __all__ = [
     "read_notebook",
     "strip_volatile_metadata",
     "toc_files",
+    "published_notebooks",
 ]
 
 
@@ -75,6 +77,11 @@ def toc_files(root: Path = ROOT) -> list[str]:
     import yaml
 
     return list(_toc_entries(yaml.safe_load((root / "_toc.yml").read_text())))
+
+
+def published_notebooks(root: Path = ROOT) -> list[Path]:
+    """The notebooks ``_toc.yml`` lists (the published book), in order."""
+    return [root / f"{entry}.ipynb" for entry in toc_files(root) if (root / f"{entry}.ipynb").is_file()]
 
 
 #: The columns of code the book's page shows whole (on a laptop's screen); ``make lint`` holds notebook code
@@ -204,7 +211,8 @@ def failed_copy_of(path: Path) -> Path:
 
 
 def execute_notebook(path: Path | str, timeout_s: int = 1800, kernel_name: str = "python3") -> None:
-    """Execute a notebook top to bottom in its own folder and write it back with fresh outputs.
+    """Execute a notebook top to bottom in its own folder and write it back with fresh outputs, and with the
+    fingerprint of the code they came from (:mod:`booktools.freshness`, read in the kernel after the last cell).
 
     Every cell runs, even after one fails, so one run on a GPU host shows every failure, not only the first. If
     any cell raised, the notebook on disk is left as it was, the run's outputs are written to
@@ -213,8 +221,11 @@ def execute_notebook(path: Path | str, timeout_s: int = 1800, kernel_name: str =
     import nbclient
     import nbformat
 
+    from booktools import freshness
+
     path = Path(path)
     notebook = read_notebook(path)
+    notebook.cells.append(nbformat.v4.new_code_cell(freshness.PROBE_SOURCE))  # removed after the run
     client = nbclient.NotebookClient(
         notebook,
         timeout=timeout_s,
@@ -224,6 +235,13 @@ def execute_notebook(path: Path | str, timeout_s: int = 1800, kernel_name: str =
         allow_errors=True,
     )
     client.execute()
+    probe = notebook.cells.pop()
+    try:
+        found = freshness.parse_probe_output("".join(_output_text(output) for output in probe.get("outputs", [])))
+    except ValueError as missing:  # the kernel could not run the step: the book will say "never fingerprinted"
+        print(f"{path}: no fingerprint recorded: {missing}", file=sys.stderr)
+    else:
+        freshness.record(notebook, found, ROOT)
     failures = [
         f"cell {index}: {output.get('ename')}: {str(output.get('evalue', ''))[:200]}"
         for index, cell in enumerate(notebook.cells)
@@ -248,6 +266,8 @@ def _main(argv: Iterable[str] | None = None) -> int:
     run.add_argument("--timeout", type=int, default=1800, help="seconds allowed per cell")
     check = commands.add_parser("check", help="list notebooks that are not ready to publish")
     check.add_argument("notebooks", nargs="*", type=Path)
+    fresh = commands.add_parser("fresh", help="list notebooks whose outputs predate their code (exit 0: information)")
+    fresh.add_argument("notebooks", nargs="*", type=Path)
     args = parser.parse_args(list(argv) if argv is not None else None)
 
     if args.command == "execute":
@@ -260,6 +280,15 @@ def _main(argv: Iterable[str] | None = None) -> int:
                 print(failed, flush=True)
                 status = 1
         return status
+    if args.command == "fresh":
+        from booktools import freshness
+
+        found = freshness.report(args.notebooks or published_notebooks())
+        for name, state in found.items():
+            if not state.fresh:
+                print(f"{name}: {state.line()}")
+        print(f"{sum(state.fresh for state in found.values())} of {len(found)} notebooks fresh")
+        return 0
     failing = 0
     for path in args.notebooks or chapter_notebooks():
         for problem in notebook_problems(read_notebook(path)):

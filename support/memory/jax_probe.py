@@ -12,7 +12,10 @@ full. Its environment variables, read once when JAX starts (so each setting need
 
 :func:`probe_in_fresh_process` starts JAX with one setting, runs a little JAX work, and then tries a cuDF job of
 a given size in the same process; it reports the free memory JAX left, so the job's outcome can be checked
-against it. ``python -m support.memory.jax_probe SETTING --job-bytes N`` does the same.
+against it. The job is :data:`JOB_SHARE` of the free memory (:func:`job_bytes_for`), in as many cuDF columns as
+it takes to keep each within cuDF's int32 row count (:func:`job_column_rows`), so it is the same share on a 16 GB
+card and a 192 GB one. A setting whose process fails for another reason comes back as a :class:`JaxProbe` that says so
+(``failed``), so that every setting that was not refused has its row.
 
 **On a shared GPU** a setting that preallocates a large share would take memory other processes count on. The
 probe refuses a setting whose preallocation would not leave ``margin`` of the free memory; and it refuses one
@@ -24,12 +27,21 @@ unless ``GPU_INTEROP_ALLOW_JAX_PREALLOCATION=1``.
 from __future__ import annotations
 
 import os
+import subprocess
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from support.memory.pools import MemorySetupError, summarize_error
 from support.units import GIB, describe_bytes
+
+#: The share of the free memory the cuDF job needs (chapter 4: "a cuDF job that needs 30 % of the memory that was
+#: free before JAX started").
+JOB_SHARE = 0.30
+#: cuDF sizes a column with int32 (``size_type``): more rows raise ``OverflowError`` in ``plc.filling.sequence``.
+CUDF_MAX_ROWS = 2**31 - 1
+#: Bytes per row of the job: an int64 column and one int64 temporary as large.
+JOB_BYTES_PER_ROW = 16
 
 #: The prefixes of JAX's memory variables, old and new names; a probe's process starts with none of them.
 JAX_VARIABLES = ("XLA_PYTHON_CLIENT_", "XLA_CLIENT_MEM_FRACTION")
@@ -126,6 +138,29 @@ def check_room_for_jax(
         )
 
 
+def job_bytes_for(free_bytes: int, share: float = JOB_SHARE) -> int:
+    """The bytes of the cuDF job: ``share`` of ``free_bytes``, in whole rows of :data:`JOB_BYTES_PER_ROW`.
+
+    >>> job_bytes_for(100 * GIB) // GIB
+    30
+    """
+    if not 0 < share < 1:
+        raise ValueError(f"the job's share of the free memory must lie between 0 and 1, not {share}")
+    return int(share * free_bytes) // JOB_BYTES_PER_ROW * JOB_BYTES_PER_ROW
+
+
+def job_column_rows(job_bytes: int, max_rows: int = CUDF_MAX_ROWS) -> list[int]:
+    """The row counts of the job's columns: ``job_bytes`` in rows of :data:`JOB_BYTES_PER_ROW`, split evenly into
+    as few columns as keep each within ``max_rows`` (cuDF's int32 row count).
+
+    >>> job_column_rows(64), job_column_rows(10 * JOB_BYTES_PER_ROW, max_rows=4)
+    ([4], [4, 3, 3])
+    """
+    rows = job_bytes // JOB_BYTES_PER_ROW
+    columns = max(1, -(-rows // max_rows))
+    return [rows // columns + (1 if i < rows % columns else 0) for i in range(columns)]
+
+
 @dataclass(frozen=True)
 class JaxProbe:
     """What one setting did: memory JAX held, the time of a JAX step, and whether the cuDF job fitted after it."""
@@ -138,11 +173,15 @@ class JaxProbe:
     job_fitted: bool
     error: str
     free_after_work: int = 0
+    #: Why the probe's process failed before it could report (empty when it reported): its figures are then 0.
+    failed: str = ""
 
     def row(self, total_bytes: int) -> dict[str, object]:
         """One line of the chapter's table; ``total_bytes`` is the GPU's memory."""
         from support.bench import format_seconds
 
+        if self.failed:
+            return {"setting": self.setting, f"cuDF job of {describe_bytes(self.job_bytes)}": self.failed}
         return {
             "setting": self.setting,
             "JAX holds once started": describe_bytes(self.held_after_start),
@@ -183,11 +222,13 @@ def _jax_steps(steps: int) -> float:
 
 
 def _cudf_job(job_bytes: int) -> None:
-    """A cuDF column of ``job_bytes // 16`` int64 values and one temporary as large: ``job_bytes`` in all."""
+    """int64 cuDF columns of ``job_bytes // 16`` values in all (:func:`job_column_rows`) and one temporary as large
+    beside each, all alive at once: ``job_bytes`` in all."""
     import cudf
 
-    column = cudf.Series(range(job_bytes // 16), dtype="int64")
-    int((column * 2).max())
+    columns = [cudf.Series(range(rows), dtype="int64") for rows in job_column_rows(job_bytes)]
+    doubled = [column * 2 for column in columns]
+    max(int(column.max()) for column in doubled)
 
 
 def probe(setting: str, job_bytes: int, steps: int = 64) -> JaxProbe:
@@ -204,6 +245,8 @@ def probe(setting: str, job_bytes: int, steps: int = 64) -> JaxProbe:
         _cudf_job(job_bytes)
     except MemoryError as exc:
         error = f"{type(exc).__name__}: {summarize_error(str(exc))}"
+    except Exception as exc:  # noqa: BLE001 - not a lack of memory: the job did not run, and the probe says why
+        error = f"the cuDF job failed, not for lack of memory: {type(exc).__name__}: {summarize_error(str(exc))}"
     return JaxProbe(
         setting,
         free_before - free_started,
@@ -219,7 +262,9 @@ def probe(setting: str, job_bytes: int, steps: int = 64) -> JaxProbe:
 def probe_in_fresh_process(setting: str, job_bytes: int, *, steps: int = 64, timeout: float = 300) -> JaxProbe:
     """:func:`probe` in a new Python process whose environment carries ``setting``.
 
-    Refuses (:class:`MemorySetupError`) a setting whose preallocation would crowd out other users of the GPU.
+    Refuses (:class:`MemorySetupError`) a setting whose preallocation would crowd out other users of the GPU. When
+    the process fails (JAX does not start, the process dies), the probe comes back with ``failed`` saying why and
+    no figures, so a chapter's table and asserts name the setting that failed.
     """
     import rmm
 
@@ -227,13 +272,28 @@ def probe_in_fresh_process(setting: str, job_bytes: int, *, steps: int = 64, tim
 
     held_here = pool_bytes(rmm.mr.get_current_device_resource())  # this process's pool is not another user
     check_room_for_jax(setting, *_free_bytes(), held_here=held_here)
-    found = fresh_process.call(
-        "support.memory.jax_probe:probe",
-        setting=setting,
-        job_bytes=job_bytes,
-        steps=steps,
-        what=f"the JAX probe {setting!r}",
-        env=jax_environment_changes(setting),
-        timeout=timeout,
-    )
+    try:
+        found = fresh_process.call(
+            "support.memory.jax_probe:probe",
+            setting=setting,
+            job_bytes=job_bytes,
+            steps=steps,
+            what=f"the JAX probe {setting!r}",
+            env=jax_environment_changes(setting),
+            timeout=timeout,
+        )
+    except (fresh_process.FreshProcessError, subprocess.TimeoutExpired) as exc:
+        return failed_probe(setting, job_bytes, exc)
     return JaxProbe(**found)
+
+
+def failed_probe(setting: str, job_bytes: int, exc: BaseException) -> JaxProbe:
+    """The probe of a setting whose process failed: no figures, the job not run, ``failed`` says why.
+
+    >>> died = RuntimeError("it failed (exit 1):\\n  ...\\nOverflowError: too large")
+    >>> failed_probe("grow on demand", 16, died).failed
+    'failed: it failed (exit 1): OverflowError: too large'
+    """
+    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()] or [type(exc).__name__]
+    why = "failed: " + (lines[0] if len(lines) == 1 else f"{lines[0]} {lines[-1]}")
+    return JaxProbe(setting, 0, 0, float("nan"), job_bytes, False, why, 0, why)

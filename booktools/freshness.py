@@ -1,0 +1,235 @@
+"""Freshness: whether a chapter's committed outputs still come from the code they run.
+
+``make execute`` (:func:`booktools.notebooks.execute_notebook`) ends each run with one more step in the same
+kernel, :data:`PROBE_SOURCE`, which lists the ``support`` modules the kernel had imported and the versions of
+the book's libraries; the step is then removed from the notebook, and :func:`fingerprint` keeps, in the
+notebook's metadata (``book.fingerprint``), a hash of each of those ``support/`` files, a hash of the notebook's
+code cells, and the versions. The kernel's ``sys.modules`` is what really ran: it includes modules imported
+inside functions and by other ``support`` modules, which reading the notebook's import lines would miss, and it
+is computed where the code ran. (Modules imported only by a fresh process, and never by the kernel, are not in
+it; every chapter's fresh-process experiments import their module in the kernel as well.)
+
+:func:`freshness` compares a notebook's fingerprint with the files now: the outputs are *stale* when a file it
+ran changed or is gone, or its code cells changed; *never fingerprinted* when the notebook has none. The versions
+are shown, not compared (the machine that checks is rarely the one that ran). ``python -m booktools.notebooks
+fresh`` lists every published notebook that is not fresh; as a Sphinx extension (``_config.yml``,
+``sphinx: extra_extensions``) this module puts a visible note at the top of such a chapter when the book is
+built, so the note appears and disappears with the code.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from booktools.paths import ROOT
+
+#: Where the fingerprint lives in a notebook's metadata: ``metadata["book"]["fingerprint"]``.
+BOOK_KEY, FINGERPRINT_KEY = "book", "fingerprint"
+#: The libraries whose versions a fingerprint records (those the kernel imported).
+LIBRARIES = ("cupy", "numba", "numba_cuda", "torch", "jax", "jaxlib", "cudf", "rmm", "polars", "pandas", "numpy")
+#: The line the probe step prints before its JSON.
+MARK = "book-fingerprint: "
+
+PROBE_SOURCE = f"""\
+def _book_fingerprint():
+    import json, os, sys
+
+    support = sys.modules.get("support")
+    base = os.path.dirname(os.path.abspath(support.__file__)) if support else None
+    files = sorted(
+        "support/" + os.path.relpath(os.path.abspath(module.__file__), base).replace(os.sep, "/")
+        for name, module in list(sys.modules.items())
+        if base and (name == "support" or name.startswith("support."))
+        and getattr(module, "__file__", None)
+    )
+    versions = {{
+        name: str(getattr(sys.modules[name], "__version__", ""))
+        for name in {LIBRARIES!r}
+        if name in sys.modules
+    }}
+    found = {{"support": files, "libraries": versions, "python": sys.version.split()[0]}}
+    print({MARK!r} + json.dumps(found))
+
+
+_book_fingerprint()
+del _book_fingerprint
+"""
+
+
+def file_hash(path: Path) -> str:
+    """The first 16 hex digits of the SHA-256 of a file's bytes."""
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
+
+
+def cells_hash(notebook: Mapping) -> str:
+    """The first 16 hex digits of the SHA-256 of the notebook's code cells, in order (outputs left out)."""
+    sources = [_source(cell) for cell in notebook.get("cells", []) if cell.get("cell_type") == "code"]
+    return hashlib.sha256("\n\x00\n".join(sources).encode()).hexdigest()[:16]
+
+
+def _source(cell: Mapping) -> str:
+    source = cell.get("source", "")
+    return "".join(source) if isinstance(source, list) else source
+
+
+def parse_probe_output(text: str) -> dict:
+    """What :data:`PROBE_SOURCE` printed: ``{"support": [...], "libraries": {...}, "python": ...}``."""
+    for line in reversed(text.splitlines()):
+        if line.startswith(MARK):
+            return json.loads(line[len(MARK) :])
+    raise ValueError(f"the fingerprint step printed no line starting with {MARK!r}: {text[-300:]!r}")
+
+
+def fingerprint(found: Mapping, notebook: Mapping, root: Path = ROOT) -> dict:
+    """The fingerprint of a run: a hash of each ``support/`` file the kernel imported (``found``, as
+    :func:`parse_probe_output` gives it) as it is under ``root`` now, of the notebook's code cells, and the
+    library versions."""
+    files = {name: file_hash(root / name) for name in sorted(found["support"]) if (root / name).is_file()}
+    return {
+        "support": files,
+        "cells": cells_hash(notebook),
+        "libraries": dict(sorted(found.get("libraries", {}).items())),
+        "python": found.get("python", ""),
+    }
+
+
+def record(notebook, found: Mapping, root: Path = ROOT) -> None:
+    """Keep the fingerprint of this run in the notebook's metadata (``book.fingerprint``), in place."""
+    notebook["metadata"].setdefault(BOOK_KEY, {})[FINGERPRINT_KEY] = fingerprint(found, notebook, root)
+
+
+@dataclass(frozen=True)
+class Freshness:
+    """Whether a notebook's outputs come from the code as it is: ``status`` is fresh, stale or never
+    fingerprinted; ``reasons`` say what changed."""
+
+    status: str
+    reasons: list[str] = field(default_factory=list)
+    libraries: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def fresh(self) -> bool:
+        return self.status == "fresh"
+
+    def line(self) -> str:
+        return self.status + (": " + "; ".join(self.reasons) if self.reasons else "")
+
+
+def freshness(notebook: Mapping, root: Path = ROOT) -> Freshness:
+    """Compare the notebook's fingerprint with the files under ``root`` and its own code cells now."""
+    found = notebook.get("metadata", {}).get(BOOK_KEY, {}).get(FINGERPRINT_KEY)
+    if not found:
+        return Freshness("never fingerprinted", ["no record of the code its outputs came from"])
+    reasons = []
+    for name, recorded in sorted(found.get("support", {}).items()):
+        path = root / name
+        if not path.is_file():
+            reasons.append(f"{name} is gone")
+        elif file_hash(path) != recorded:
+            reasons.append(f"{name} changed")
+    if found.get("cells") and found["cells"] != cells_hash(notebook):
+        reasons.append("its code cells changed")
+    return Freshness("stale" if reasons else "fresh", reasons, dict(found.get("libraries", {})))
+
+
+def report(notebooks: Iterable[Path], root: Path = ROOT) -> dict[str, Freshness]:
+    """Each notebook's freshness, keyed by its path relative to ``root``."""
+    return {
+        str(Path(path).resolve().relative_to(root.resolve())): freshness(json.loads(Path(path).read_text()), root)
+        for path in notebooks
+    }
+
+
+def note(found: Freshness) -> str:
+    """The note a chapter that is not fresh carries at its top (MyST markdown), or "" for a fresh one."""
+    if found.fresh:
+        return ""
+    if found.status == "never fingerprinted":
+        what = (
+            "The outputs of this chapter predate the book's record of the code they run: they were never "
+            "fingerprinted, so nothing here says that they still match the code."
+        )
+    else:
+        what = "The outputs of this chapter predate a change to the code they run: " + "; ".join(found.reasons) + "."
+    ran = ", ".join(f"{name} {version}" for name, version in found.libraries.items() if version)
+    return (
+        "```{warning}\n"
+        + what
+        + (f" They were produced with {ran}." if ran else "")
+        + " Until the chapter is executed again (`make execute`), a figure below may differ from what the code "
+        "gives now.\n```\n"
+    )
+
+
+def with_note(notebook: dict, text: str) -> dict:
+    """The notebook with ``text`` after the first heading of its first markdown cell (a new first cell when it
+    has none); the notebook is changed in place and returned."""
+    if not text:
+        return notebook
+    for cell in notebook.get("cells", []):
+        if cell.get("cell_type") != "markdown":
+            continue
+        lines = _source(cell).splitlines(keepends=True)
+        for index, line in enumerate(lines):
+            if line.startswith("# "):
+                cell["source"] = "".join([*lines[: index + 1], "\n", text, "\n", *lines[index + 1 :]])
+                return notebook
+        break
+    notebook.setdefault("cells", []).insert(0, {"cell_type": "markdown", "metadata": {}, "source": text})
+    return notebook
+
+
+def _notebook_note(srcdir: Path, docname: str, text: str | None = None) -> str | None:
+    """The note for ``docname`` (None when it is not a notebook), from ``text`` or the file."""
+    path = Path(srcdir) / f"{docname}.ipynb"
+    if not path.is_file():
+        return None
+    try:
+        notebook = json.loads(path.read_text() if text is None else text)
+    except ValueError:  # not a notebook in JSON: the page is left as it is
+        return None
+    return note(freshness(notebook, Path(srcdir)))
+
+
+def _mark_if_not_fresh(app, docname: str, source: list[str]) -> None:
+    """Sphinx ``source-read``: put the note at the top of a chapter notebook whose outputs are not fresh."""
+    text = _notebook_note(Path(app.srcdir), docname, source[0])
+    if text is None:
+        return
+    if getattr(app, "env", None) is not None:
+        _notes(app.env)[docname] = text
+    if text:
+        source[0] = json.dumps(with_note(json.loads(source[0]), text))
+
+
+def _notes(env) -> dict[str, str]:
+    if not hasattr(env, "book_freshness_notes"):
+        env.book_freshness_notes = {}
+    return env.book_freshness_notes
+
+
+def _outdated_by_the_code(app, env, added, changed, removed) -> list[str]:
+    """Sphinx ``env-get-outdated``: a notebook page is read again when its note would change (a ``support/`` file
+    it ran changed or came back), though the notebook itself did not; so the note comes and goes with the code."""
+    notes = _notes(env)
+    return [
+        docname
+        for docname, shown in notes.items()
+        if docname not in changed and docname in env.found_docs and _notebook_note(app.srcdir, docname) != shown
+    ]
+
+
+def _merge_notes(app, env, docnames, other) -> None:
+    _notes(env).update({name: text for name, text in _notes(other).items() if name in docnames})
+
+
+def setup(app) -> dict:
+    """The Sphinx extension: the staleness note, decided at build time from the notebook and the code."""
+    app.connect("source-read", _mark_if_not_fresh)
+    app.connect("env-get-outdated", _outdated_by_the_code)
+    app.connect("env-merge-info", _merge_notes)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -1,0 +1,96 @@
+"""Freshness (booktools.freshness): a notebook's outputs against the code they ran, on a made-up book; the run's
+fingerprint taken by a real kernel; and the listing of the published notebooks, which informs and never fails."""
+
+import json
+import warnings
+
+import nbformat
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+
+from booktools import freshness, notebooks
+
+
+def made_up_book(tmp_path):
+    """A book of one chapter that ran support/tool.py, fingerprinted as it was run."""
+    (tmp_path / "support").mkdir()
+    (tmp_path / "support" / "__init__.py").write_text("")
+    (tmp_path / "support" / "tool.py").write_text("def answer():\n    return 42\n")
+    (tmp_path / "chapters").mkdir()
+    notebook = new_notebook(
+        cells=[new_markdown_cell("# A chapter\n\nWhy it matters."), new_code_cell("from support import tool")]
+    )
+    found = {"support": ["support/__init__.py", "support/tool.py"], "libraries": {"cupy": "14.2.0"}, "python": "3"}
+    freshness.record(notebook, found, tmp_path)
+    path = tmp_path / "chapters" / "01_a.ipynb"
+    nbformat.write(notebook, str(path))
+    return path
+
+
+def test_a_notebook_is_fresh_until_a_support_file_it_ran_changes(tmp_path):
+    path = made_up_book(tmp_path)
+    assert freshness.report([path], tmp_path)["chapters/01_a.ipynb"].fresh
+    (tmp_path / "support" / "tool.py").write_text("def answer():\n    return 43\n")
+    found = freshness.report([path], tmp_path)["chapters/01_a.ipynb"]
+    assert found.status == "stale" and found.reasons == ["support/tool.py changed"]
+    (tmp_path / "support" / "tool.py").unlink()
+    assert freshness.report([path], tmp_path)["chapters/01_a.ipynb"].reasons == ["support/tool.py is gone"]
+
+
+def test_a_file_the_notebook_did_not_run_does_not_make_it_stale(tmp_path):
+    path = made_up_book(tmp_path)
+    (tmp_path / "support" / "other.py").write_text("x = 1\n")
+    assert freshness.report([path], tmp_path)["chapters/01_a.ipynb"].fresh
+
+
+def test_an_edited_code_cell_makes_it_stale_and_an_edited_markdown_cell_does_not(tmp_path):
+    path = made_up_book(tmp_path)
+    notebook = json.loads(path.read_text())
+    notebook["cells"][0]["source"] = "# A chapter\n\nWhy it matters, said better."
+    assert freshness.freshness(notebook, tmp_path).fresh
+    notebook["cells"][1]["source"] = "from support import tool\nprint(tool.answer())"
+    assert freshness.freshness(notebook, tmp_path).reasons == ["its code cells changed"]
+
+
+def test_a_notebook_without_a_fingerprint_is_never_fingerprinted(tmp_path):
+    assert freshness.freshness(new_notebook(), tmp_path).status == "never fingerprinted"
+
+
+def test_the_book_notes_a_stale_chapter_at_its_top_and_leaves_a_fresh_one_alone(tmp_path):
+    path = made_up_book(tmp_path)
+    app = type("App", (), {"srcdir": str(tmp_path)})()
+    source = [path.read_text()]
+    freshness._mark_if_not_fresh(app, "chapters/01_a", source)
+    assert source == [path.read_text()]  # fresh: the page is the notebook as committed
+    (tmp_path / "support" / "tool.py").write_text("def answer():\n    return 43\n")
+    freshness._mark_if_not_fresh(app, "chapters/01_a", source)
+    first = json.loads(source[0])["cells"][0]["source"]
+    assert first.startswith("# A chapter\n")
+    assert "The outputs of this chapter predate a change to the code they run: support/tool.py changed" in first
+    assert "cupy 14.2.0" in first and first.rstrip().endswith("Why it matters.")
+    source = ["{}"]
+    freshness._mark_if_not_fresh(app, "chapters/91_claims", source)  # not a notebook: left alone
+    assert source == ["{}"]
+
+
+def test_make_execute_records_what_the_kernel_imported_from_support(tmp_path, monkeypatch):
+    """A real kernel: the fingerprint names the support modules it imported (here support.units, through a
+    function-level import too), hashes them as they are in the repository, and is fresh right after the run."""
+    notebook = new_notebook(cells=[new_code_cell("from support import units\nprint(units.describe_bytes(2048))")])
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    path = tmp_path / "run_me.ipynb"
+    nbformat.write(notebook, str(path))
+    notebooks.execute_notebook(path, timeout_s=120)
+    ran = json.loads(path.read_text())
+    recorded = ran["metadata"]["book"]["fingerprint"]
+    assert "support/units.py" in recorded["support"] and "support/__init__.py" in recorded["support"]
+    assert len(ran["cells"]) == 1 and ran["cells"][0]["execution_count"] == 1  # the step left no cell behind
+    assert freshness.freshness(ran).fresh
+
+
+def test_the_published_notebooks_are_listed_and_the_listing_never_fails():
+    """Information, not a gate: a chapter that is not fresh is listed here (and noted in the built book)."""
+    found = freshness.report(notebooks.published_notebooks())
+    assert found and all(state.status in ("fresh", "stale", "never fingerprinted") for state in found.values())
+    not_fresh = [f"{name}: {state.line()}" for name, state in found.items() if not state.fresh]
+    if not_fresh:
+        warnings.warn("outputs older than their code:\n" + "\n".join(not_fresh), stacklevel=1)

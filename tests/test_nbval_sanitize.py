@@ -1,0 +1,105 @@
+"""The rules of tests/nbval_sanitize.cfg on real outputs: a line the published run printed and the line a second
+machine prints compare equal once masked, and a changed word still makes them differ.
+
+Each case is (the committed output, what another machine or run printed, the committed output with one word
+changed). The figures of the second come from the H200 try of issue #38 or from the machines a reader may have
+(16–192 GB cards, 8–128 cores, another driver)."""
+
+import re
+
+import pytest
+from nbval.plugin import get_sanitize_patterns
+
+from booktools import paths
+
+#: The rules as nbval reads them (a ``regex:`` line and the ``replace:`` line after it), in the file's order.
+RULES = get_sanitize_patterns((paths.ROOT / "tests" / "nbval_sanitize.cfg").read_text(encoding="utf-8"))
+
+
+def sanitized(text: str) -> str:
+    """The text as nbval compares it: every rule of the cfg, in order."""
+    for regex, replace in RULES:
+        text = re.sub(regex, replace, text)
+    return text
+
+
+FRAGMENTATION_TEXT = """\
+                                                 free under the cap  \\
+blocks              allocator
+blocks of 16–64 MiB PyTorch caching allocator           1021.66 MiB
+                    PyTorch, expandable segments        1021.66 MiB
+
+                                                 largest request that fits  \\
+blocks              allocator
+blocks of 16–64 MiB PyTorch caching allocator                   994.00 MiB
+                    PyTorch, expandable segments                {fit} MiB
+
+                                                 usable in one piece
+blocks              allocator
+blocks of 16–64 MiB PyTorch caching allocator                    97%
+                    PyTorch, expandable segments                 48%
+"""
+
+FRAGMENTATION_HTML = """\
+    <tr>
+      <th>PyTorch, expandable segments</th>
+      <td>53</td>
+      <td>1.00 GiB</td>
+      <td>1021.66 MiB</td>
+      <td>{fit} MiB</td>
+      <td>48%</td>
+    </tr>
+"""
+
+CASES = {
+    "chapter 1, the CPU line": (
+        "CPU: Intel(R) Xeon(R) Processor: 16 cores for this process (of 16)",
+        "CPU: AMD EPYC 9454 48-Core Processor: 32 cores for this process (of 192)",
+        "CPU: Intel(R) Xeon(R) Processor: 16 cores for this thread (of 16)",
+    ),
+    "chapter 1, CPU cores": (
+        "the CPU contenders use 16 CPU cores",
+        "the CPU contenders use 128 CPU cores",
+        "the CPU contenders use 16 GPU cores",
+    ),
+    "chapter 2, a float32 sum of a GPU reduction": (
+        "  library, strided AoS view, float32 sum: 67,111,840.0",
+        "  library, strided AoS view, float32 sum: 67,111,816.0",
+        "  library, strided AoS view, float64 sum: 67,111,840.0",
+    ),
+    "chapter 5, a sum in chunks": (
+        "in chunks: 134,193,021, the pool held 128 MiB",
+        "in chunks: 134,193,016, the pool held 128 MiB",
+        "in chunks: 134,193,021, the pool held 256 MiB",
+    ),
+    "chapter 6, kernels in a training step": (
+        "one step at 512 beats: 126 kernels, 0.61 ms of kernel time in a 9.37 ms step",
+        "one step at 512 beats: 131 kernels, 0.58 ms of kernel time in a 8.12 ms step",
+        "one step at 4096 beats: 126 kernels, 0.61 ms of kernel time in a 9.37 ms step",
+    ),
+    "chapter 4, fragmentation's largest hole, text": (
+        FRAGMENTATION_TEXT.format(fit="486.00"),
+        FRAGMENTATION_TEXT.format(fit="491.00"),
+        FRAGMENTATION_TEXT.format(fit="486.00").replace("1021.66 MiB", "1000.00 MiB", 1),
+    ),
+    "chapter 4, fragmentation's largest hole, HTML": (
+        FRAGMENTATION_HTML.format(fit="486.00"),
+        FRAGMENTATION_HTML.format(fit="491.00"),
+        FRAGMENTATION_HTML.format(fit="486.00").replace("<td>53</td>", "<td>54</td>"),
+    ),
+}
+
+
+@pytest.mark.parametrize("published, elsewhere, changed", CASES.values(), ids=CASES.keys())
+def test_a_machine_dependent_figure_is_masked_and_a_changed_word_is_not(published, elsewhere, changed):
+    assert published != elsewhere
+    assert sanitized(published) == sanitized(elsewhere)
+    assert sanitized(published) != sanitized(changed)
+
+
+def test_the_fragmentation_rules_mask_only_their_column():
+    """The deterministic columns beside the largest hole (blocks, bytes still allocated) are still compared."""
+    html = FRAGMENTATION_HTML.format(fit="486.00")
+    assert "1021.66~MiB" in sanitized(html) and "<td>53</td>" in sanitized(html)
+    text = sanitized(FRAGMENTATION_TEXT.format(fit="486.00"))
+    assert "1021.66~MiB" in text and "usable~in~one~piece" in text and "994.00" not in text
