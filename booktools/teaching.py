@@ -138,3 +138,59 @@ def runs_together(groups: Sequence[RunGroup] | None = None) -> list[dict]:
         for group in groups
         if group.parallel
     ]
+
+
+def _output_text(output, lines: int) -> str:
+    """The first ``lines`` lines of one output as text: a stream, or a result's plain text; a figure is named."""
+    if output.get("output_type") == "stream":
+        text = output.get("text", "")
+    elif output.get("output_type") == "error":
+        text = f"{output.get('ename')}: {output.get('evalue')}"
+    else:
+        data = output.get("data", {})
+        if "image/png" in data or "image/svg+xml" in data:
+            return "(a figure)"
+        text = data.get("text/plain", "")
+    text = "".join(text) if isinstance(text, list) else text
+    kept = text.rstrip("\n").splitlines()
+    return "\n".join(kept[:lines] + ([f"... ({len(kept) - lines} more lines)"] if len(kept) > lines else []))
+
+
+def expected_sheet(chapters: Sequence[Path], edition: Path, lines: int = 8) -> str:
+    """The teacher's expected-output sheet for the participant edition in ``edition``: per chapter (the book's
+    executed notebooks, ``chapters``), each code cell of the edition that printed something in the book's run,
+    under its section, numbered as Jupyter numbers it when the chapter runs from the top once (``In [12]``), with
+    the first ``lines`` lines of what it printed. Figures are named, not drawn; claims show their ✓ line."""
+    from booktools.notebooks import read_notebook
+
+    text = [
+        "# Expected outputs, for the teacher",
+        "",
+        "What each cell of the participant edition printed in the book's own run on its GPU, to compare with a",
+        "participant's screen. Timings and addresses differ from GPU to GPU and run to run; a ✓ line should not.",
+        "The numbers are Jupyter's `In [n]` when a chapter is run once from the top in a fresh kernel.",
+        "",
+    ]
+    for path in chapters:
+        book = {cell.get("id"): cell for cell in read_notebook(path).cells}
+        participant = edition / path.name
+        if not participant.exists():
+            continue
+        text += [f"## {path.stem}", ""]
+        count = 0
+        for cell in read_notebook(participant).cells:
+            if cell.cell_type == "markdown" and cell.source.lstrip().startswith("#"):
+                heading = cell.source.lstrip().splitlines()[0].lstrip("#").strip()
+                text += [f"### {heading}", ""]
+                continue
+            if cell.cell_type != "code":
+                continue
+            count += 1
+            outputs = book.get(cell.get("id"), {}).get("outputs", [])
+            shown = [_output_text(output, lines) for output in outputs]
+            shown = [part for part in shown if part.strip()]
+            if not cell.source.strip():
+                text += [f"In [{count}]: (the participant's answer)", ""]
+            elif shown:
+                text += [f"In [{count}]:", "", "```text", *"\n".join(shown).splitlines(), "```", ""]
+    return "\n".join(text).rstrip() + "\n"
