@@ -277,7 +277,8 @@ def page(runs: Sequence[ClaimRun], folder: Path = CHAPTERS) -> str:
         absent = [run_name(run) for run in runs if notebook not in run.chapters]
         said = f"[Read the chapter]({notebook}.ipynb)."
         if absent:
-            said += f" Not part of {' or '.join(absent)}: those runs did not include this chapter."
+            runs_said = "The run" + ("s " if len(absent) > 1 else " ") + " and ".join(f"*{name}*" for name in absent)
+            said += f" {runs_said} did not include this chapter."
         lines += [said, ""]
         names = []
         for run in runs:

@@ -194,7 +194,7 @@ def test_a_run_without_a_chapter_or_a_claim_says_so_rather_than_leaving_a_cell_e
         made_up_run("16 GB", "nbval", {"02_b": [claim("b.y", 0.92)]}, 16 * 2**30),
     ]
     text = evidence.page(runs, folder=tmp_path)
-    assert "Not part of 16 GB, re-run and compared 2026-11-24: those runs did not include this chapter." in text
+    assert "The run *16 GB, re-run and compared 2026-11-24* did not include this chapter." in text
     assert "- not checked in H100, re-run and compared 2026-11-24 (the chapter stopped" in text
     assert "- H100, re-run and compared 2026-11-24: 0.93 ✓" in text
 
