@@ -360,6 +360,8 @@ def write_edition(
         target = out / path.name
         nbformat.write(edition, target)
         written.append(target)
+    for stale in sorted(set(out.glob("*.ipynb")) - set(written)):  # an earlier edition's chapter, not this one's
+        stale.unlink()
     (out / "README.md").write_text(readme([path.stem for path in chapters], url))
     (out / "check_setup.py").write_text(SETUP_SCRIPT.format(chapters=[path.stem for path in chapters]))
     missing = missing_files(out, source)
