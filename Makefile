@@ -10,7 +10,7 @@
 #   make execute     on a GPU host: execute notebooks in place, record time, memory and claims (NOTEBOOKS=..., LABEL=...)
 #   make compare     on your GPU: run the chapters' claims (COMPARE=chapters/...) and print them beside the book's
 #   make lint        ruff over support/, tests/ and the notebooks (notebook code within 88 columns)
-#   make workshop    the participant edition in _build/workshop/: chapters without solutions or outputs, their files, a README
+#   make workshop    the participant edition in _build/workshop/ (AGENDA=two-hours: its chapters only), a setup check, the teacher's sheet
 #   make rehearse    on a GPU of your own: SEATS participants at once under MPS (LIMIT each) run AGENDA; records in runs/
 #   make diagrams    redraw the explanatory diagrams into chapters/diagrams/ (booktools/diagrams.py)
 #   make doctor      on a GPU server: can this machine run the book? one line per check, exit 1 on a blocker
@@ -100,7 +100,7 @@ test-gpu-16gb:
 	$(or $(strip $(PYTHON)),python3) -m booktools.mps --limit 16G -- $(MAKE) test-gpu
 
 workshop: $(BOOK_DEPS)
-	$(PY) -m booktools.workshop
+	$(PY) -m booktools.workshop $(if $(filter command line environment,$(origin AGENDA)),--agenda $(AGENDA))
 
 # A rehearsal of a workshop: AGENDA is two-hours, half-day or full-day (the teachers' page); SEATS times LIMIT
 # must fit the card, and LIMIT must hold the agenda's largest recorded peak. REHEARSE_ARGS passes more options

@@ -145,57 +145,164 @@ def control_text(claim: dict) -> str:
 
 
 def run_name(run: ClaimRun) -> str:
-    """A recorded run's name on the page: its label and mode (one machine is often both executed and checked)."""
-    return f"{run.label} ({run.mode})"
+    """A recorded run's name as a reader understands it: the setup, what was done, the date ("H100 80GB, executed
+    2026-11-24"; "16 GB (MPS limit), re-run and compared 2026-11-24")."""
+    done = {"execute": "executed", "nbval": "re-run and compared"}.get(run.mode, run.mode)
+    return f"{run.label}, {done} {run.date}"
+
+
+#: What each kind of run did, for the page's list of runs.
+RUN_MODES = {
+    "execute": "every chapter executed top to bottom; the outputs the book shows are this run's",
+    "nbval": "the committed notebooks run again and each cell's output compared with the committed one",
+}
+#: How many characters of a refusal's message a claim records (support.claims.refused).
+RECORDED_MESSAGE = 80
+
+
+def whole_words(text: str) -> str:
+    """A recorded refusal's message that was cut at :data:`RECORDED_MESSAGE` characters, cut back to its last whole
+    word and marked with an ellipsis; any other text as it is.
+
+    >>> whole_words("Refused: " + "a managed allocation of 47.12 GiB, with the 47.12 GiB of managed memory this pro")
+    'Refused: a managed allocation of 47.12 GiB, with the 47.12 GiB of managed memory this …'
+    >>> whole_words("ValueError: no")
+    'ValueError: no'
+    """
+    name, colon, message = text.partition(": ")
+    if not colon or len(message) < RECORDED_MESSAGE:
+        return text
+    return f"{name}: {message[:RECORDED_MESSAGE].rsplit(' ', 1)[0]} …"
+
+
+def shown_whole(claim: dict) -> str:
+    """:func:`shown`, with a refusal's recorded message cut back to whole words (:func:`whole_words`)."""
+    if claim["kind"] != "refused" or not isinstance(claim["value"], str):
+        return shown(claim)
+    return f"{whole_words(claim['value'])} {'✓' if claim['holds'] else '✗'}"
+
+
+def slug(heading: str) -> str:
+    """The anchor MyST gives a heading (``myst_heading_anchors`` in ``_config.yml``): its text without markup,
+    lower case, spaces as hyphens, only letters, digits, ``_`` and ``-`` kept.
+
+    >>> slug("A first taste: one buffer, `torch.from_dlpack` and **three** frameworks")
+    'a-first-taste-one-buffer-torchfrom_dlpack-and-three-frameworks'
+    """
+    import re
+
+    text = re.sub(r"\]\([^)]*\)", "", heading).replace("[", "")
+    text = re.sub(r"(\*\*|__|`)", "", text).strip()
+    return re.sub(r"[^\w\u4e00-\u9fff\- ]", "", text.lower().replace(" ", "-"))
+
+
+def claim_sections(notebook: str, folder: Path = CHAPTERS) -> dict[str, tuple[str, str]]:
+    """For each claim a chapter's code names in quotes (``"zero.same_memory"``, or built by an f-string such as
+    ``f"start.{name}_shares"``), the section it is measured in:
+    the nearest heading of level 1 to 3 above its cell, and that heading's anchor (as MyST numbers repeated
+    headings: ``-1``, ``-2``)."""
+    import re
+
+    from booktools.notebooks import read_notebook
+
+    path = folder / f"{notebook}.ipynb"
+    if not path.exists():
+        return {}
+    found, seen, current, templates = {}, [], None, []
+    for cell in read_notebook(path).cells:
+        if cell.cell_type == "markdown":
+            fenced = False
+            for line in cell.source.splitlines():
+                fenced ^= line.lstrip().startswith("```")
+                heading = re.match(r"(#{1,3}) (.+)", line)
+                if heading and not fenced:
+                    anchor = base = slug(heading.group(2))
+                    number = 1
+                    while anchor in seen:
+                        anchor, number = f"{base}-{number}", number + 1
+                    seen.append(anchor)
+                    current = (re.sub(r"(\*\*|`)", "", heading.group(2)).strip(), anchor)
+        elif current is not None:
+            for name in re.findall(r"""["']([\w]+\.[\w.]+)["']""", cell.source):
+                found.setdefault(name, current)
+            for template in re.findall(r"""\bf["'](\w+\.[\w.{}()\[\]'"]*\{[^"']*)["']""", cell.source):
+                parts = re.split(r"\{[^}]*\}", template)
+                templates.append((re.compile(".+".join(map(re.escape, parts)) + "$"), current))
+    return _with_templates(found, templates)
+
+
+def _with_templates(found: dict, templates: list) -> dict:
+    """``found`` that also answers names a cell builds with an f-string (``f"start.{name}_shares"``)."""
+
+    class Sections(dict):
+        def get(self, name, default=None):
+            if name in self:
+                return self[name]
+            return next((where for pattern, where in templates if pattern.match(name)), default)
+
+    return Sections(found)
 
 
 def page(runs: Sequence[ClaimRun], folder: Path = CHAPTERS) -> str:
-    """The page *Claims and evidence* as MyST Markdown: the recorded runs, then one table per chapter."""
-    import pandas as pd
-
+    """The page *Claims and evidence* as MyST Markdown: the recorded runs, then per chapter one small block per
+    claim (what it says, where it is measured, its control and bar, its value on each run that checked it), which
+    reads the same on a phone as on a laptop."""
     lines = [
         "# Claims and evidence",
         "",
         "Every headline claim of the book, with the measurement that supports it, the control it was checked",
         "against, the bar it had to clear and its verdict (✓ holds, ✗ does not), on each recorded run. A chapter",
         "states each claim through `support.claims`, which asserts it, so a claim that fails stops its chapter.",
-        "This page is written by `python -m booktools.evidence page` from `runs/claims.json`; a test keeps it",
-        "equal to the records. To see whether your GPU behaves like the book's, run `make compare` on it.",
+        "Each claim links to the section of its chapter that measures it; the claim's name is the one its cell",
+        "prints after the ✓. This page is written by `python -m booktools.evidence page` from `runs/claims.json`;",
+        "a test keeps it equal to the records. To see whether your GPU behaves like the book's, run `make compare`.",
         "",
         "## The recorded runs",
         "",
     ]
-    machines = pd.DataFrame(
-        [
-            {
-                "run": run_name(run),
-                "GPU": run.gpu,
-                "driver": run.driver,
-                "memory limit": describe(run.limit_bytes, "B") if run.limit_bytes else "none",
-                "date": run.date,
-            }
-            for run in runs
+    if not runs:
+        lines += ["No run has been recorded yet.", ""]
+    for run in runs:
+        limit = (
+            f"a memory limit of {describe(run.limit_bytes, 'B')} per process" if run.limit_bytes else "the whole GPU"
+        )
+        lines += [
+            f"- **{run_name(run)}**: {RUN_MODES.get(run.mode, run.mode)}; {run.gpu}, driver {run.driver}, {limit}.",
         ]
-    )
-    lines += [machines.to_markdown(index=False) if runs else "No run has been recorded yet.", ""]
+    lines += [""]
     notebooks = sorted({name for run in runs for name in run.chapters})
     for notebook in notebooks:
-        lines += [f"## {chapter_title(notebook, folder)}", "", f"`{notebook}`", ""]
+        sections = claim_sections(notebook, folder)
+        lines += [f"## {chapter_title(notebook, folder)}", ""]
+        absent = [run_name(run) for run in runs if notebook not in run.chapters]
+        said = f"[Read the chapter]({notebook}.ipynb)."
+        if absent:
+            runs_said = "The run" + ("s " if len(absent) > 1 else " ") + " and ".join(f"*{name}*" for name in absent)
+            said += f" {runs_said} did not include this chapter."
+        lines += [said, ""]
         names = []
         for run in runs:
             for claim in run.chapters.get(notebook, []):
                 if claim["name"] not in names:
                     names.append(claim["name"])
-        rows = []
         for name in names:
-            found = {run_name(run): _find(run, notebook, name) for run in runs}
-            first = next(c for c in found.values() if c is not None)
-            rows.append(
-                {"claim": f"`{name}`", "what it says": first["says"]}
-                | {label: shown(claim) for label, claim in found.items()}
-                | {"control": control_text(first), "bar": first["bar"]}
-            )
-        lines += [pd.DataFrame(rows).to_markdown(index=False), ""]
+            found = [(run, _find(run, notebook, name)) for run in runs]
+            first = next(c for _, c in found if c is not None)
+            where = sections.get(name)
+            place = f"[{where[0]}]({notebook}.ipynb#{where[1]})" if where else f"[the chapter]({notebook}.ipynb)"
+            lines += [f"**{first['says']}**", "", f"- measured in {place}, as `{name}`"]
+            control = control_text(first)
+            against = f"against {control}" if control else "no control: the check itself"
+            lines += [f"- {against}; bar: {first['bar'] or 'none'}"]
+            for run, claim in found:
+                if claim is not None:
+                    lines += [f"- {run_name(run)}: {shown_whole(claim)}"]
+            missing = [run_name(run) for run, claim in found if claim is None and notebook in run.chapters]
+            if missing:
+                lines += [
+                    f"- not checked in {' or '.join(missing)} (the chapter stopped before it, or had no such claim)"
+                ]
+            lines += [""]
     return "\n".join(lines).rstrip() + "\n"
 
 

@@ -11,28 +11,75 @@ from pathlib import Path
 from booktools.runs import RunGroup, chapter_name, chapter_needs, load
 from support.units import GIB
 
-#: The agendas of the teachers' page, each the chapters a participant runs, in order (``make rehearse AGENDA=``).
-AGENDAS: dict[str, list[str]] = {
-    "two-hours": ["00_getting_started", "01_why_gpus", "03_zero_copy", "06_ecg_pipeline"],
-    "half-day": [
-        "00_getting_started",
-        "01_why_gpus",
-        "02_memory_layouts",
-        "03_zero_copy",
-        "04_memory_pools",
-        "06_ecg_pipeline",
-    ],
-    "full-day": [
-        "00_getting_started",
-        "01_why_gpus",
-        "02_memory_layouts",
-        "03_zero_copy",
-        "04_memory_pools",
-        "04_watching_memory",
-        "05_unified_memory",
-        "06_ecg_pipeline",
-    ],
+#: The agendas of the teachers' page: each a day's slots in order, ``(what, minutes)``, where ``what`` is a chapter
+#: a participant runs (its notebook's name) or a slot without a chapter (opening, break, questions, a chapter
+#: the teacher shows from the book), and the minutes the agenda has in all. Every agenda runs on a shared GPU,
+#: so none has a participant run chapter 5 (:data:`SHOWN_NOT_RUN`).
+PLANS: dict[str, dict] = {
+    "two-hours": {
+        "minutes": 120,
+        "slots": [
+            ("opening: the room, the plan, chapter 0's banner at every seat", 5),
+            ("00_getting_started", 10),
+            ("01_why_gpus", 25),
+            ("break", 10),
+            ("03_zero_copy", 30),
+            ("06_ecg_pipeline", 30),
+            ("questions, and where the book goes on", 5),
+        ],
+    },
+    "half-day": {
+        "minutes": 210,
+        "slots": [
+            ("opening: the room, the plan, chapter 0's banner at every seat", 5),
+            ("00_getting_started", 10),
+            ("01_why_gpus", 25),
+            ("02_memory_layouts", 30),
+            ("break", 15),
+            ("03_zero_copy", 35),
+            ("04_memory_pools", 30),
+            ("06_ecg_pipeline", 35),
+            ("questions, and where the book goes on", 10),
+        ],
+    },
+    "full-day": {
+        "minutes": 390,
+        "slots": [
+            ("opening: the room, the plan, chapter 0's banner at every seat", 10),
+            ("00_getting_started", 15),
+            ("01_why_gpus", 35),
+            ("02_memory_layouts", 40),
+            ("break", 15),
+            ("03_zero_copy", 45),
+            ("lunch", 60),
+            ("04_memory_pools", 35),
+            ("04_watching_memory", 30),
+            ("chapter 5, unified memory, shown from the book on the teacher's screen", 15),
+            ("break", 15),
+            ("06_ecg_pipeline", 45),
+            ("a participant's own CSV through chapter 6's command line", 20),
+            ("questions, and where the book goes on", 10),
+        ],
+    },
 }
+#: Chapters no shared-GPU agenda has participants run: chapter 5 met a sticky illegal address under MPS, which
+#: MPS reports to every client on the GPU (the teachers' page says more).
+SHOWN_NOT_RUN = ("05_unified_memory",)
+
+#: The agendas, each the chapters a participant runs, in order (``make rehearse AGENDA=``, ``make workshop``).
+AGENDAS: dict[str, list[str]] = {
+    name: [what for what, _ in plan["slots"] if what[:2].isdigit()] for name, plan in PLANS.items()
+}
+
+#: Talk and typing per code cell, in seconds, beside the cell's own run time: assumptions, stated on the
+#: teachers' page, not measurements. The teacher types a live-coded cell and explains it while the room types
+#: along; the room runs a discussed cell itself and the teacher explains what it printed; a cell run through is
+#: one Shift-Enter, its text left to be read in the book afterwards.
+TALK_SECONDS = {"live-coded": 150, "room runs, discussed": 45, "room runs through": 4}
+#: Minutes for the one exercise a chapter's slot holds: an assumption, like :data:`TALK_SECONDS`.
+EXERCISE_MINUTES = 10
+#: Which exercise a slot takes first, by its title: finding the copy is the book's central skill.
+EXERCISE_PREFERENCE = ("Find the copy", "Find the leak", "Predict, then measure", "Extend")
 
 TIME = "run time (H100 80GB)"
 PEAK = "peak seen (GiB)"
@@ -138,3 +185,197 @@ def runs_together(groups: Sequence[RunGroup] | None = None) -> list[dict]:
         for group in groups
         if group.parallel
     ]
+
+
+def _output_text(output, lines: int) -> str:
+    """The first ``lines`` lines of one output as text: a stream, or a result's plain text; a figure is named."""
+    if output.get("output_type") == "stream":
+        text = output.get("text", "")
+    elif output.get("output_type") == "error":
+        text = f"{output.get('ename')}: {output.get('evalue')}"
+    else:
+        data = output.get("data", {})
+        if "image/png" in data or "image/svg+xml" in data:
+            return "(a figure)"
+        text = data.get("text/plain", "")
+    text = "".join(text) if isinstance(text, list) else text
+    kept = text.rstrip("\n").splitlines()
+    return "\n".join(kept[:lines] + ([f"... ({len(kept) - lines} more lines)"] if len(kept) > lines else []))
+
+
+def expected_sheet(chapters: Sequence[Path], edition: Path, lines: int = 8) -> str:
+    """The teacher's expected-output sheet for the participant edition in ``edition``: per chapter (the book's
+    executed notebooks, ``chapters``), each code cell of the edition that printed something in the book's run,
+    under its section, numbered as Jupyter numbers it when the chapter runs from the top once (``In [12]``), with
+    the first ``lines`` lines of what it printed. Figures are named, not drawn; claims show their ✓ line."""
+    from booktools.notebooks import read_notebook
+
+    text = [
+        "# Expected outputs, for the teacher",
+        "",
+        "What each cell of the participant edition printed in the book's own run on its GPU, to compare with a",
+        "participant's screen. Timings and addresses differ from GPU to GPU and run to run; a ✓ line should not.",
+        "The numbers are Jupyter's `In [n]` when a chapter is run once from the top in a fresh kernel.",
+        "",
+    ]
+    for path in chapters:
+        book = {cell.get("id"): cell for cell in read_notebook(path).cells}
+        participant = edition / path.name
+        if not participant.exists():
+            continue
+        text += [f"## {path.stem}", ""]
+        count = 0
+        for cell in read_notebook(participant).cells:
+            if cell.cell_type == "markdown" and cell.source.lstrip().startswith("#"):
+                heading = cell.source.lstrip().splitlines()[0].lstrip("#").strip()
+                text += [f"### {heading}", ""]
+                continue
+            if cell.cell_type != "code":
+                continue
+            count += 1
+            outputs = book.get(cell.get("id"), {}).get("outputs", [])
+            shown = [_output_text(output, lines) for output in outputs]
+            shown = [part for part in shown if part.strip()]
+            if not cell.source.strip():
+                text += [f"In [{count}]: (the participant's answer)", ""]
+            elif shown:
+                text += [f"In [{count}]:", "", "```text", *"\n".join(shown).splitlines(), "```", ""]
+    return "\n".join(text).rstrip() + "\n"
+
+
+def plan(name: str) -> dict:
+    """The agenda ``name``'s plan (:data:`PLANS`); an unknown name is refused as :func:`agenda` refuses it."""
+    agenda(name)
+    return PLANS[name]
+
+
+def chapter_sections(chapter: str, folder: Path | None = None) -> list[dict]:
+    """A chapter as the participant edition has it (:mod:`booktools.workshop`), in parts: each section (from a
+    ``#`` or ``##`` heading) and each exercise (from its ``### Exercise N.k`` heading), with its code cells.
+    Each part: ``title``, ``cells`` (code cells), ``exercise`` (True for an exercise)."""
+    import re
+
+    from booktools import workshop
+    from booktools.notebooks import read_notebook
+    from booktools.paths import CHAPTERS
+
+    folder = CHAPTERS if folder is None else folder
+    numbers = workshop.exercise_numbers(workshop.participant_chapters(sorted(folder.glob("[0-9][0-9]_*.ipynb"))))
+    edition = workshop.participant_notebook(read_notebook(folder / f"{chapter}.ipynb"), f"{chapter}.ipynb", numbers)
+    parts: list[dict] = []
+    for cell in edition.cells:
+        if cell.cell_type == "markdown":
+            fenced, title, exercise = False, None, False
+            for line in cell.source.splitlines():
+                fenced ^= line.lstrip().startswith("```")
+                if not fenced and (found := re.match(r"(#{1,2}) (.+)|### (Exercise \d+\.\d+: .+)", line)):
+                    title, exercise = (found.group(2), False) if found.group(2) else (found.group(3), True)
+            if title is not None:
+                parts.append({"title": title.replace("`", "").replace("**", ""), "cells": 0, "exercise": exercise})
+        elif parts:
+            parts[-1]["cells"] += 1
+    return parts
+
+
+def chapter_plan(chapter: str, minutes: float, run_seconds: float, folder: Path | None = None) -> dict:
+    """How ``chapter`` fits a slot of ``minutes``, its measured ``run_seconds`` spread evenly over its code cells:
+    every section's cells are run in order (a later cell uses what an earlier one made, so none is skipped),
+    first each at :data:`TALK_SECONDS` ``room runs through``; then one exercise (:data:`EXERCISE_PREFERENCE`, for
+    :data:`EXERCISE_MINUTES`) if it fits; then sections from the top are discussed, and the first cell of each
+    discussed section is live-coded, while the slot holds them. Returns the parts (section, cells, how, minutes),
+    the exercise (or None), the planned minutes and the slot's."""
+    parts = chapter_sections(chapter, folder)
+    code_cells = sum(part["cells"] for part in parts if not part["exercise"])
+    per_cell = run_seconds / max(code_cells, 1)
+    sections = [dict(part, live=0, discussed=False) for part in parts if not part["exercise"]]
+    exercises = [part for part in parts if part["exercise"]]
+    budget = minutes * 60
+
+    def cost(section) -> float:
+        talk = TALK_SECONDS["room runs, discussed" if section["discussed"] else "room runs through"]
+        live = section["live"] * (TALK_SECONDS["live-coded"] - talk)
+        return section["cells"] * (per_cell + talk) + live
+
+    spent = sum(cost(section) for section in sections)
+    chosen = None
+    for preferred in EXERCISE_PREFERENCE:
+        chosen = chosen or next((e for e in exercises if e["title"].split(": ", 1)[1] == preferred), None)
+    chosen = chosen or (exercises[0] if exercises else None)
+    exercise_seconds = 0.0 if chosen is None else EXERCISE_MINUTES * 60 + chosen["cells"] * per_cell
+    if chosen is not None and spent + exercise_seconds > budget:
+        chosen, exercise_seconds = None, 0.0
+    spent += exercise_seconds
+    for upgrade in ("discussed", "live"):
+        for section in sections:
+            if not section["cells"] or (upgrade == "live" and not section["discussed"]):
+                continue
+            before = cost(section)
+            if upgrade == "discussed":
+                section["discussed"] = True
+            else:
+                section["live"] = 1
+            if spent - before + cost(section) > budget:
+                section["discussed" if upgrade == "discussed" else "live"] = False if upgrade == "discussed" else 0
+                break
+            spent += cost(section) - before
+    rows = []
+    for section in sections:
+        if section["discussed"]:
+            how = f"live {section['live']}, talk {section['cells'] - section['live']}"
+        else:
+            how = "run through" if section["cells"] else "read"
+        rows.append({"section": section["title"], "cells": section["cells"], "how": how, "min": cost(section) / 60})
+    return {
+        "chapter": chapter,
+        "parts": rows,
+        "exercise": None if chosen is None else chosen["title"],
+        "exercises": len(exercises),
+        "exercise minutes": exercise_seconds / 60,
+        "planned minutes": spent / 60,
+        "slot minutes": minutes,
+        "run seconds": run_seconds,
+    }
+
+
+def agenda_plan(name: str, groups: Sequence[RunGroup] | None = None, folder: Path | None = None) -> list[dict]:
+    """The agenda ``name`` slot by slot: its start (minutes from the beginning), its minutes, and for a chapter
+    its :func:`chapter_plan` from the chapter's run time on the full H100 (:func:`planning_rows`)."""
+    times = {row["chapter"]: row[TIME] for row in planning_rows(agenda(name), groups)}
+    slots, start = [], 0
+    for what, minutes in plan(name)["slots"]:
+        slot = {"start": start, "minutes": minutes, "what": what, "chapter": None}
+        if what in times:
+            if times[what] is None:
+                raise ValueError(f"{what} has no measured run time on the full GPU: make execute NOTEBOOKS=...")
+            slot["chapter"] = chapter_plan(what, minutes, times[what], folder)
+        slots.append(slot)
+        start += minutes
+    return slots
+
+
+def agenda_text(name: str, groups: Sequence[RunGroup] | None = None, folder: Path | None = None) -> str:
+    """The agenda ``name`` as the teachers' page prints it, within 88 columns: each slot with its start and its
+    minutes; for a chapter, its sections (code cells, how they are run, planned minutes) and its exercise."""
+    import textwrap
+
+    from booktools.notebooks import CODE_COLUMNS
+
+    slots = agenda_plan(name, groups, folder)
+    total = plan(name)["minutes"]
+    used = sum(slot["minutes"] for slot in slots)
+    lines = [f"{name}: {used} of {total} minutes planned", f"{'':16}{'section':<41}code  {'how':<16}{'min':>5}"]
+    for slot in slots:
+        start = f"{slot['start'] // 60}:{slot['start'] % 60:02d}"
+        lines += textwrap.wrap(
+            f"{start}  {slot['minutes']:>3} min  {slot['what']}", CODE_COLUMNS, subsequent_indent=" " * 16
+        )
+        chapter = slot["chapter"]
+        if chapter is None:
+            continue
+        for part in chapter["parts"]:
+            label = textwrap.shorten(part["section"], 40, placeholder="…")
+            lines.append(f"{'':16}{label:<41}{part['cells']:>4}  {part['how']:<16}{part['min']:>5.1f}")
+        exercise = chapter["exercise"] or ("none fits this slot" if chapter["exercises"] else "none in this chapter")
+        lines.append(f"{'':16}exercise: {exercise} ({chapter['exercise minutes']:.0f} min)")
+        lines.append(f"{'':16}planned {chapter['planned minutes']:.1f} of {chapter['slot minutes']} min")
+    return "\n".join(lines)

@@ -16,14 +16,25 @@ hold code cells that run with the chapter (and are checked by nbval like every o
     ```{solution-end}                          <- ... to here is left out of the participant edition
     ```
 
-The participant edition keeps every cell outside a solution, clears every output (participants run the chapter
-themselves), copies the files the chapters open (their diagrams, chapter 6's command-line records), and adds a
-README that says where the folder goes. The teachers' page stays out. :func:`check_edition` verifies that no
-solution survived and every exercise did; :func:`missing_files` that every file a notebook names is there.
+A participant opens the edition in Jupyter, which renders none of that markup, so the edition is written as
+Jupyter shows it: each exercise becomes a heading with its number as the book numbers it ("Exercise 3.2:
+Find the copy", counted within the chapter, a chapter's second page going on with its number), the task in
+plain Markdown, its starter cells, and an empty code cell to write in. Solutions and every output are left out
+(participants run the chapter themselves); links to pages the edition lacks point at the published book (its
+address is ``html.baseurl`` in ``_config.yml``, or ``--book-url``) or become plain text; chapter 0's set-up
+section is replaced by a participant's. The files the chapters open (their diagrams, chapter 6's command-line
+records) are copied, with a README and ``check_setup.py``, the check a participant runs before the day
+(:func:`check_seat`: the GPU, its driver, the libraries, the share against the edition's chapters, the files).
+``--agenda NAME`` writes only that agenda's chapters (:data:`booktools.teaching.AGENDAS`). The teachers' page
+stays out; the teacher gets ``expected_outputs.md`` beside the edition (:func:`booktools.teaching.expected_sheet`).
+
+:func:`check_edition` verifies that no solution survived and every exercise did; :func:`missing_files` that every
+file a notebook names is there; :func:`read_through` reads the written edition as a participant would.
 """
 
 from __future__ import annotations
 
+import argparse
 import re
 import sys
 from pathlib import Path
@@ -34,6 +45,15 @@ OUT = BUILD / "workshop"
 SOLUTION_START = re.compile(r"```\{solution-start\}")
 SOLUTION_END = re.compile(r"```\{solution-end\}")
 EXERCISE_LABEL = re.compile(r"```\{exercise(?:-start)?\}[^\n]*\n:label:\s*(\S+)")
+#: An exercise's opening fence, its options and its closing fence: the markup Jupyter would show as text.
+EXERCISE_FENCE = re.compile(r"```\{exercise(?:-start)?\}[^\n]*\n(?::[\w-]+:[^\n]*\n)*```[ \t]*\n?")
+EXERCISE_END_FENCE = re.compile(r"```\{exercise-end\}[^\n]*\n```[ \t]*\n?")
+#: The bold lead of an exercise's task ("**Find the copy.**"): its title.
+LEAD = re.compile(r"^\s*\*\*([^*]+?)\.?\*\*\s*")
+#: MyST markup that Jupyter shows as literal text: a directive fence, a role, a target.
+MYST_MARKUP = re.compile(r"```\{[\w-]+\}|:::\{[\w-]+\}|\{[\w-]+\}`|^\([\w-]+\)=\s*$|^:label:", re.MULTILINE)
+#: A Markdown link or image: the text and the target.
+LINK = re.compile(r"(!?)\[([^\]]*)\]\(([^)\s]+)\)")
 
 #: Pages for the teacher, not the participants.
 TEACHERS_ONLY = ("90_for_teachers",)
@@ -41,26 +61,49 @@ TEACHERS_ONLY = ("90_for_teachers",)
 ASSETS = ("diagrams", "ecg_cli_metrics.json", "ecg_cli_second_run.json")
 #: A relative file a notebook names: a Markdown image, or a string in code such as "ecg_cli_metrics.json".
 NAMED_FILE = re.compile(r"""\]\(([\w./-]+\.(?:png|svg|jpg))\)|["']([\w./-]+\.(?:json|csv|png|npz|npy))["']""")
+#: Chapter 0's set-up section for readers who install the book; the edition gives a participant's instead.
+BOOK_SETUP_HEADING = "## Running the book yourself"
+#: What chapter 0 says of the outputs and of the teachers' page, and what the edition says instead.
+CHAPTER_0_SENTENCES = {
+    "The outputs you read are the outputs of that run:": (
+        "This edition has no outputs: you run each chapter yourself, and the published book shows the outputs "
+        "of the book's own run:"
+    ),
+}
+#: Paragraphs of the book that do not apply to the edition (they start with these words): left out.
+NOT_FOR_PARTICIPANTS = ("Teaching a workshop from the book?",)
 
-README = """# Workshop edition of the GPU Interop Book
+SETUP_SCRIPT = """\"\"\"Check this seat before the workshop day: run `python check_setup.py` in this folder,
+with the Python (or the Jupyter kernel) your teacher set up. One line per check; the last line says whether
+the seat is ready.\"\"\"
 
-One notebook per chapter, with the exercises and without their solutions or outputs, and the files the chapters
-open (`diagrams/`, chapter 6's `ecg_cli_*.json`). Keep the folder as it is: the notebooks read those files
-from beside them.
+import sys
 
-The chapters import the book's `support` package. It is importable wherever the book is installed, which the
-server's setup does once for everyone (`make gpu-env` in the book's repository, or `pip install -e
-"/path/to/book[gpu,test]"`); then the folder can live anywhere, a participant's home directory included.
+try:
+    from booktools.workshop import check_seat
+except ImportError as error:
+    sys.exit(
+        f"the book is not installed in this Python ({{error}}): use the Python or kernel your teacher named, "
+        "or install the book there (pip install -e '/path/to/book[gpu]')"
+    )
 
-Open the notebooks in JupyterLab on the GPU server your teacher gave you (`jupyter lab`), run chapter 0 first
-(its first cells check the seat), run each chapter from the top, and work the exercises where they appear.
-
-The published book, with every output and the solutions, is the reference after the workshop.
+sys.exit(check_seat({chapters!r}))
 """
 
 
 class WorkshopError(ValueError):
     """A chapter's exercise markup is broken: the message names the notebook and the cell."""
+
+
+def book_url(config: Path = ROOT / "_config.yml") -> str | None:
+    """The published book's address: ``html.baseurl`` in the book's ``_config.yml``; None when it is not set."""
+    import yaml
+
+    if not config.exists():
+        return None
+    settings = yaml.safe_load(config.read_text()) or {}
+    url = str((settings.get("html") or {}).get("baseurl") or "").strip()
+    return url.rstrip("/") or None
 
 
 def exercise_labels(notebook) -> list[str]:
@@ -71,6 +114,20 @@ def exercise_labels(notebook) -> list[str]:
         if cell.cell_type == "markdown"
         for label in EXERCISE_LABEL.findall(cell.source)
     ]
+
+
+def exercise_numbers(chapters: list[Path]) -> dict[str, str]:
+    """Each exercise's number as the book gives it (``"3.2"``): the chapter's number (the file name's first two
+    digits) and the exercise's place in it, a chapter's second page going on from its first."""
+    import nbformat
+
+    numbers, counts = {}, {}
+    for path in sorted(chapters):
+        chapter = int(path.name[:2]) if path.name[:2].isdigit() else 0
+        for label in exercise_labels(nbformat.read(path, as_version=4)):
+            counts[chapter] = counts.get(chapter, 0) + 1
+            numbers[label] = f"{chapter}.{counts[chapter]}"
+    return numbers
 
 
 def participant_cells(notebook, name: str = "notebook") -> list:
@@ -93,26 +150,156 @@ def participant_cells(notebook, name: str = "notebook") -> list:
     return kept
 
 
-def participant_notebook(notebook, name: str = "notebook"):
-    """A copy of ``notebook`` for participants: solutions removed, outputs and execution counts cleared."""
+def exercise_heading(text: str, number: str) -> str:
+    """An exercise's Markdown as Jupyter should show it: ``### Exercise 3.2: Find the copy`` and the task.
+
+    >>> print(exercise_heading("```{exercise-start}\\n:label: ex-a\\n```\\n**Find the copy.** Where is it?", "3.2"))
+    ### Exercise 3.2: Find the copy
+    <BLANKLINE>
+    Where is it?
+    """
+    task = EXERCISE_FENCE.sub("", text, count=1).strip()
+    lead = LEAD.match(task)
+    title = lead.group(1).strip() if lead else "Exercise"
+    task = task[lead.end() :] if lead else task
+    return f"### Exercise {number}: {title}\n\n{task}".rstrip()
+
+
+def answer_cell(label: str):
+    """The empty code cell a participant writes an exercise's answer in (a stable id, from the label)."""
+    import nbformat
+
+    cell = nbformat.v4.new_code_cell("")
+    cell.id = re.sub(r"[^A-Za-z0-9_-]", "-", f"answer-{label}")[:64]
+    cell.metadata = {"tags": ["answer"]}
+    return cell
+
+
+def render_exercises(cells: list, numbers: dict[str, str], name: str = "notebook") -> list:
+    """``cells`` with each exercise's markup replaced by its numbered heading and an empty cell after its starter
+    cells (where its ``exercise-end`` cell was)."""
+    rendered, open_label = [], None
+    for index, cell in enumerate(cells):
+        text = cell.source if cell.cell_type == "markdown" else ""
+        labels = EXERCISE_LABEL.findall(text)
+        if labels:
+            if open_label is not None:
+                raise WorkshopError(f"{name}, cell {index}: an exercise starts before {open_label} ends")
+            open_label = labels[0]
+            if open_label not in numbers:
+                raise WorkshopError(f"{name}, cell {index}: the exercise {open_label} has no number")
+            cell.source = exercise_heading(text, numbers[open_label])
+            rendered.append(cell)
+            continue
+        if EXERCISE_END_FENCE.search(text):
+            if open_label is None:
+                raise WorkshopError(f"{name}, cell {index}: an exercise ends that never started")
+            rendered.append(answer_cell(open_label))
+            rest = EXERCISE_END_FENCE.sub("", text).strip()
+            if rest:
+                cell.source = rest
+                rendered.append(cell)
+            open_label = None
+            continue
+        rendered.append(cell)
+    if open_label is not None:
+        raise WorkshopError(f"{name}: the exercise {open_label} never ends (add an exercise-end cell)")
+    return rendered
+
+
+def edition_links(text: str, pages: set[str], url: str | None) -> str:
+    """``text`` with each link to a book page the edition lacks pointed at the published book (``url``), or, with
+    no address known, left as its words; links to the edition's pages, files and the web are kept."""
+
+    def relink(match: re.Match) -> str:
+        bang, words, target = match.groups()
+        page, _, anchor = target.partition("#")
+        if bang or target.startswith(("http:", "https:", "mailto:", "#")) or not page.endswith((".ipynb", ".md")):
+            return match.group(0)
+        if Path(page).stem in pages:
+            return match.group(0)
+        if url is None:
+            return f"{words} (in the published book)"
+        return f"[{words}]({url}/chapters/{Path(page).stem}.html{'#' + anchor if anchor else ''})"
+
+    return LINK.sub(relink, text)
+
+
+def participant_setup(url: str | None) -> str:
+    """Chapter 0's set-up section as a participant of a workshop needs it."""
+    where = f"[the published book]({url})" if url else "the published book (your teacher has its address)"
+    return f"""## Before the workshop, and without a GPU
+
+Your teacher has installed the book's libraries on the workshop's GPU server and given you this folder and a
+Jupyter server (or a kernel) to run it in. Before the day, run the set-up check in this folder, from a terminal
+of that server (`python check_setup.py`) or from a notebook cell (`%run check_setup.py`): one line per check
+(the GPU and its driver, each library used once on the GPU, the memory your seat can use against what these
+chapters need, the files beside the notebooks); its last line says whether the seat is ready, and each problem
+comes with what to do.
+
+Run each chapter from the top, one cell after the other: a later cell uses what the earlier ones made. Each
+exercise has an empty cell under it for your answer.
+
+Without a GPU you can still follow: {where} shows every chapter executed on the book's GPU, with its outputs
+and the solutions, and chapter 6's pipeline runs on the CPU from a terminal:
+`python -m support.ecg --device cpu --hours 0.2 --out ecg-run`.
+
+Every chapter starts by printing its environment:"""
+
+
+def fit_chapter_0(cells: list, url: str | None) -> list:
+    """Chapter 0's text for the edition: its sentences about the book's outputs and teachers replaced or left
+    out, and its set-up section (:data:`BOOK_SETUP_HEADING`) replaced by :func:`participant_setup`."""
+    for cell in cells:
+        if cell.cell_type != "markdown":
+            continue
+        text = cell.source
+        for said, instead in CHAPTER_0_SENTENCES.items():
+            text = text.replace(said, instead)
+        paragraphs = text.split("\n\n")
+        text = "\n\n".join(p for p in paragraphs if not p.lstrip().startswith(NOT_FOR_PARTICIPANTS))
+        if text.lstrip().startswith(BOOK_SETUP_HEADING):
+            text = participant_setup(url)
+        cell.source = text
+    return cells
+
+
+def participant_notebook(notebook, name: str = "notebook", numbers: dict[str, str] | None = None, pages=None, url=None):
+    """A copy of ``notebook`` for participants: solutions removed, exercises rendered for Jupyter (numbered from
+    ``numbers``; without them, 1, 2, ... within this notebook), outputs and execution counts cleared, links to
+    pages outside ``pages`` (the edition's chapter names) pointed at the published book (``url``)."""
     import copy
 
     edition = copy.deepcopy(notebook)
-    edition.cells = participant_cells(edition, name)
-    for cell in edition.cells:
+    cells = participant_cells(edition, name)
+    if numbers is None:
+        chapter = int(name[:2]) if name[:2].isdigit() else 0
+        numbers = {label: f"{chapter}.{i}" for i, label in enumerate(exercise_labels(edition), 1)}
+    cells = render_exercises(cells, numbers, name)
+    if name.startswith("00_"):
+        cells = fit_chapter_0(cells, url)
+    for cell in cells:
         if cell.cell_type == "code":
             cell.outputs, cell.execution_count = [], None
+        elif pages is not None:
+            cell.source = edition_links(cell.source, set(pages), url)
+    edition.cells = cells
     return edition
 
 
 def check_edition(original, edition, name: str = "notebook") -> None:
-    """Raise :class:`WorkshopError` if a solution survived in ``edition`` or an exercise of ``original`` did not."""
+    """Raise :class:`WorkshopError` if a solution or output survived in ``edition``, an exercise of ``original``
+    is not there with its empty cell, or MyST markup shows."""
     for index, cell in enumerate(edition.cells):
         if cell.cell_type == "markdown" and (SOLUTION_START.search(cell.source) or SOLUTION_END.search(cell.source)):
             raise WorkshopError(f"{name}, cell {index}: a solution survived in the participant edition")
         if cell.cell_type == "code" and cell.outputs:
             raise WorkshopError(f"{name}, cell {index}: an output survived in the participant edition")
-    missing = [label for label in exercise_labels(original) if label not in exercise_labels(edition)]
+    for index, cell in enumerate(edition.cells):
+        if cell.cell_type == "markdown" and (markup := MYST_MARKUP.search(cell.source)):
+            raise WorkshopError(f"{name}, cell {index}: MyST markup Jupyter shows as text: {markup.group(0)!r}")
+    answered = {cell.id.removeprefix("answer-") for cell in edition.cells if cell.id.startswith("answer-")}
+    missing = [label for label in exercise_labels(original) if label[:57] not in answered]
     if missing:
         raise WorkshopError(f"{name}: exercises missing from the participant edition: {', '.join(missing)}")
 
@@ -145,9 +332,12 @@ def participant_chapters(chapters: list[Path]) -> list[Path]:
     return [path for path in chapters if path.stem not in TEACHERS_ONLY]
 
 
-def write_edition(chapters: list[Path], out: Path = OUT) -> list[Path]:
+def write_edition(
+    chapters: list[Path], out: Path = OUT, *, url: str | None = None, teacher_out: Path | None = None
+) -> list[Path]:
     """Write the participant edition of ``chapters`` (the teachers' page left out) into ``out``, with the files they
-    open and a README; return the notebooks written. Raises :class:`WorkshopError` if a named file is missing."""
+    open, a README and ``check_setup.py``; return the notebooks written. With ``teacher_out``, the teacher's
+    expected-output sheet goes there. Raises :class:`WorkshopError` if a named file is missing."""
     import shutil
 
     import nbformat
@@ -156,6 +346,8 @@ def write_edition(chapters: list[Path], out: Path = OUT) -> list[Path]:
     written = []
     chapters = participant_chapters(list(chapters))
     source = chapters[0].parent if chapters else out
+    numbers = exercise_numbers(participant_chapters(sorted(source.glob("[0-9][0-9]_*.ipynb"))))
+    pages = {path.stem for path in chapters}
     for asset in ASSETS:
         if (source / asset).is_dir():
             shutil.copytree(source / asset, out / asset, dirs_exist_ok=True)
@@ -163,27 +355,140 @@ def write_edition(chapters: list[Path], out: Path = OUT) -> list[Path]:
             shutil.copy2(source / asset, out / asset)
     for path in chapters:
         original = nbformat.read(path, as_version=4)
-        edition = participant_notebook(original, path.name)
+        edition = participant_notebook(original, path.name, numbers, pages, url)
         check_edition(original, edition, path.name)
         target = out / path.name
         nbformat.write(edition, target)
         written.append(target)
-    (out / "README.md").write_text(README)
+    for stale in sorted(set(out.glob("*.ipynb")) - set(written)):  # an earlier edition's chapter, not this one's
+        stale.unlink()
+    (out / "README.md").write_text(readme([path.stem for path in chapters], url))
+    (out / "check_setup.py").write_text(SETUP_SCRIPT.format(chapters=[path.stem for path in chapters]))
     missing = missing_files(out, source)
     if missing:
         raise WorkshopError(f"files the participant edition lacks (add them to workshop.ASSETS): {'; '.join(missing)}")
+    if teacher_out is not None:
+        from booktools import teaching
+
+        teacher_out.mkdir(parents=True, exist_ok=True)
+        (teacher_out / "expected_outputs.md").write_text(teaching.expected_sheet(chapters, out))
     return written
 
 
-if __name__ == "__main__":
-    from booktools import notebooks
+def readme(chapters: list[str], url: str | None) -> str:
+    """The edition's README: what the folder holds, the set-up check, how to run it, where the book is."""
+    where = (
+        f"The published book, with every output and the solutions: {url}"
+        if url
+        else (
+            "The published book, with every output and the solutions, is the reference after the workshop "
+            "(your teacher has its address)."
+        )
+    )
+    return f"""# Workshop edition of the GPU Interop Book
 
-    out = Path(sys.argv[1]) if len(sys.argv) > 1 else OUT
+One notebook per chapter of this workshop ({", ".join(chapters)}), with the exercises (each under a heading
+"Exercise N.k", with an empty cell to write your answer in) and without their solutions or outputs, and the files
+the chapters open (`diagrams/`, chapter 6's `ecg_cli_*.json`). Keep the folder as it is: the notebooks read
+those files from beside them.
+
+Before the day, check your seat: `python check_setup.py` in this folder (or `%run check_setup.py` in a notebook
+cell), with the Python or kernel your teacher named. It checks the GPU and its driver, uses each library once on
+the GPU, compares the memory your seat can use with what these chapters need, and checks the files; each
+problem comes with what to do.
+
+The chapters import the book's `support` package, installed once on the server for everyone; the folder can
+live anywhere, a home directory included. Run chapter 0 first, then each chapter from the top, one cell after
+the other.
+
+{where}
+"""
+
+
+def check_seat(chapters: list[str], folder: Path | None = None) -> int:
+    """The set-up check a participant runs from the edition (``check_setup.py``): the book's doctor
+    (:mod:`booktools.doctor`: driver, libraries, one use of each on the GPU) with the memory check against the
+    largest need of ``chapters`` (:mod:`support.needs`), then the files the notebooks open. Prints one line per
+    check and returns the exit status (1 on a blocker)."""
+    from booktools import doctor
+    from support import needs
+
+    folder = Path.cwd() if folder is None else folder
+    machine = doctor.probe_machine()
+    measured = [need.peak_bytes for name in chapters if (need := needs.of(name)) is not None]
+    machine.needed = max(measured) if measured else None
+    findings = doctor.diagnose(machine)
+    absent = [f"{name}.ipynb" for name in chapters if not (folder / f"{name}.ipynb").exists()]
+    absent += [asset for asset in ASSETS if not (folder / asset).exists()]
+    if absent:
+        findings.append(
+            doctor.Finding("FAIL", f"not in {folder}: {', '.join(absent)}", "run this in the edition's folder")
+        )
+    else:
+        findings.append(doctor.Finding("ok", f"the edition's {len(chapters)} chapters and their files are here"))
+    for finding in findings:
+        print(finding.line())
+    blockers = sum(finding.level == "FAIL" for finding in findings)
+    print(f"{blockers} blocker(s): tell your teacher" if blockers else "this seat is ready for the workshop")
+    return 1 if blockers else 0
+
+
+def read_through(folder: Path) -> list[str]:
+    """The edition in ``folder`` read as a participant reads it in Jupyter: the problems found, [] when none. Each
+    notebook opens with nbformat; no MyST markup shows; each ``Exercise N.k`` heading is followed, before the next
+    heading, by an empty code cell; every link and image resolves inside the folder or is absolute."""
+    import nbformat
+
+    problems = []
+    for path in sorted(folder.glob("*.ipynb")):
+        cells = nbformat.read(path, as_version=4).cells
+        for index, cell in enumerate(cells):
+            if cell.cell_type != "markdown":
+                continue
+            if markup := MYST_MARKUP.search(cell.source):
+                problems.append(f"{path.name}, cell {index}: markup shows as text: {markup.group(0)!r}")
+            for _, _, target in LINK.findall(cell.source):
+                page = target.partition("#")[0]
+                if target.startswith(("http:", "https:", "mailto:", "#")) or (folder / page).exists():
+                    continue
+                problems.append(f"{path.name}, cell {index}: a link to what the edition lacks: {target}")
+            if re.match(r"#+ Exercise \d+\.\d+: \S", cell.source):
+                following = []
+                for later in cells[index + 1 :]:
+                    if later.cell_type == "markdown" and later.source.lstrip().startswith("#"):
+                        break
+                    following.append(later)
+                if not any(c.cell_type == "code" and not c.source.strip() for c in following):
+                    problems.append(f"{path.name}, cell {index}: an exercise with no empty cell to write in")
+    return problems
+
+
+def main(argv: list[str] | None = None) -> int:
+    from booktools import notebooks, teaching
+
+    parser = argparse.ArgumentParser(prog="python -m booktools.workshop", description=__doc__.split("\n")[0])
+    parser.add_argument("out", nargs="?", type=Path, default=OUT, help=f"the edition's folder (default {OUT})")
+    parser.add_argument("--agenda", help=f"only this agenda's chapters: {', '.join(teaching.AGENDAS)}")
+    parser.add_argument("--book-url", help="the published book's address (default: html.baseurl in _config.yml)")
+    args = parser.parse_args(argv)
+    chapters = participant_chapters(notebooks.chapter_notebooks())
     try:
-        written = write_edition(notebooks.chapter_notebooks(), out)
-    except WorkshopError as error:
+        if args.agenda:
+            chosen = teaching.agenda(args.agenda)
+            chapters = [path for path in chapters if path.stem in chosen]
+        url = args.book_url or book_url()
+        written = write_edition(chapters, args.out, url=url, teacher_out=args.out.parent / f"{args.out.name}-teacher")
+    except (WorkshopError, ValueError) as error:
         print(f"workshop: {error}", file=sys.stderr)
-        sys.exit(2)
+        return 2
     for path in written:
         print(path.relative_to(ROOT) if path.is_relative_to(ROOT) else path)
-    print(f"the participant edition is in {out}: copy the whole folder to the participants (its README says how)")
+    print(f"the participant edition is in {args.out}: copy the whole folder to the participants (its README says how)")
+    print(f"the teacher's expected-output sheet: {args.out.parent / (args.out.name + '-teacher')}/expected_outputs.md")
+    if not url:
+        print("no address for the published book (html.baseurl in _config.yml, or --book-url): the edition says to ask")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -185,6 +185,54 @@ def test_every_page_loads_in_headless_chromium(built_book, served_book, skip_or_
     assert problems == []
 
 
+def test_the_claims_page_reads_at_a_laptops_and_a_phones_width_and_links_each_claim_to_its_section(
+    built_book, served_book, skip_or_fail
+):
+    """The page *Claims and evidence* at 1440 px and at 390 px: nothing in it is wider than the window or scrolls
+    sideways inside a box (a claim is a small block, not a wide table), and each claim's link leads to an element
+    with that id on its chapter's page."""
+    if importlib.util.find_spec("playwright") is None:
+        skip_or_fail("the browser check needs the playwright package (make test installs it in .venv)")
+    executable = _chromium()
+    if executable is None:
+        skip_or_fail("the browser check needs Chromium: apt-get install chromium")
+    from playwright.sync_api import sync_playwright
+
+    claims_page = built_book / "chapters" / "91_claims_and_evidence.html"
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    address = served_book + claims_page.relative_to(built_book).as_posix()
+    problems = []
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_FLAGS)
+        page = browser.new_page(viewport=LAPTOP)
+        for window in (LAPTOP, PHONE):
+            page.set_viewport_size(window)
+            page.goto(address, wait_until="load")
+            if wider := page.evaluate(_PAGE_WIDER_THAN_WINDOW):
+                problems.append(f"scrolls sideways at {window['width']} px: {wider}")
+            boxes = page.eval_on_selector_all("article table, article ul, article p", _SCROLLS_INSIDE)
+            problems += [f"a box scrolls sideways at {window['width']} px: {text!r}" for text in boxes]
+            page.screenshot(path=str(SCREENSHOTS / f"claims_{window['width']}.png"), full_page=False)
+        links = page.eval_on_selector_all(
+            "article li a.reference.internal", "links => links.map(a => a.getAttribute('href'))"
+        )
+        sections = [href for href in links if "#" in href and not href.startswith("#")]
+        assert sections, "no claim links to a section of its chapter"
+        for href in sorted(set(sections)):
+            target, anchor = href.split("#", 1)
+            html = (claims_page.parent / target).read_text(encoding="utf-8")
+            if f'id="{anchor}"' not in html:
+                problems.append(f"the link {href} leads to no element with that id")
+        browser.close()
+    assert problems == []
+
+
+#: The start of each element whose content is wider than the element (it scrolls or is cut sideways).
+_SCROLLS_INSIDE = """elements => elements
+  .filter(e => e.scrollWidth > e.clientWidth + 1)
+  .map(e => e.textContent.trim().slice(0, 60))"""
+
+
 CODE_COLUMNS = notebooks.CODE_COLUMNS
 #: A common laptop's browser window: a code line of CODE_COLUMNS must show whole in it.
 LAPTOP = {"width": 1440, "height": 900}

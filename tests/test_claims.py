@@ -173,22 +173,54 @@ def test_the_page_shows_every_claim_on_every_run_beside_its_control(tmp_path):
         made_up_run("H100", "execute", {"01_a": [claim("a.x", 0.91), claim("a.y", 29.0, kind="beats", factor=29.0)]}),
         made_up_run("16 GB", "nbval", {"01_a": [claim("a.x", 0.88, holds=False)]}, 16 * 2**30),
     ]
-    text = re.sub(r" +", " ", evidence.page(runs, folder=tmp_path))  # the columns' padding aside
-    assert "| `a.x` | a.x says | 0.91 ✓ | 0.88 ✗ | chance: 0.5 | at least 0.9 |" in text
-    assert "| H100 (execute) | 16 GB (nbval) |" in text
-    assert "| `a.y` " in text and "29 (29×) ✓" in text
-    assert "16.00 GiB" in text and "## 01_a" in text
-
-
-def test_one_machine_executed_and_checked_shows_as_two_runs(tmp_path):
-    runs = [
-        made_up_run("H100", "execute", {"01_a": [claim("a.x", 0.91)], "02_b": [claim("b.y", 0.95)]}),
-        made_up_run("H100", "nbval", {"02_b": [claim("b.y", 0.93)]}),
+    text = evidence.page(runs, folder=tmp_path)
+    block = text[text.index("**a.x says**") :].split("\n\n")[1]
+    assert block.splitlines() == [
+        "- measured in [the chapter](01_a.ipynb), as `a.x`",
+        "- against chance: 0.5; bar: at least 0.9",
+        "- H100, executed 2026-11-24: 0.91 ✓",
+        "- 16 GB, re-run and compared 2026-11-24: 0.88 ✗",
     ]
-    text = re.sub(r" +", " ", evidence.page(runs, folder=tmp_path))
-    assert "| claim | what it says | H100 (execute) | H100 (nbval) | control | bar |" in text
-    assert "| `a.x` | a.x says | 0.91 ✓ | | chance: 0.5 | at least 0.9 |" in text
-    assert "| `b.y` | b.y says | 0.95 ✓ | 0.93 ✓ |" in text
+    assert "29 (29×) ✓" in text and "a memory limit of 16.00 GiB per process" in text and "## 01_a" in text
+    assert "|" not in text, "no table: a claim is a small block that reads the same on a phone"
+
+
+def test_a_run_without_a_chapter_or_a_claim_says_so_rather_than_leaving_a_cell_empty(tmp_path):
+    runs = [
+        made_up_run(
+            "H100", "execute", {"01_a": [claim("a.x", 0.91), claim("a.z", 0.93)], "02_b": [claim("b.y", 0.95)]}
+        ),
+        made_up_run("H100", "nbval", {"01_a": [claim("a.x", 0.9)], "02_b": [claim("b.y", 0.93)]}),
+        made_up_run("16 GB", "nbval", {"02_b": [claim("b.y", 0.92)]}, 16 * 2**30),
+    ]
+    text = evidence.page(runs, folder=tmp_path)
+    assert "The run *16 GB, re-run and compared 2026-11-24* did not include this chapter." in text
+    assert "- not checked in H100, re-run and compared 2026-11-24 (the chapter stopped" in text
+    assert "- H100, re-run and compared 2026-11-24: 0.93 ✓" in text
+
+
+def test_each_claim_links_to_the_section_that_measures_it(tmp_path):
+    import nbformat
+
+    chapter = nbformat.v4.new_notebook()
+    chapter.cells = [
+        nbformat.v4.new_markdown_cell("# A chapter\n\n## Zero-copy: `torch.from_dlpack`"),
+        nbformat.v4.new_code_cell('claims.holds("a.x", True, says="s")'),
+        nbformat.v4.new_markdown_cell("## Zero-copy: `torch.from_dlpack`\n\n```python\n# not a heading\n```"),
+        nbformat.v4.new_code_cell('for name in names:\n    claims.holds(f"a.{name}_shares", True, says="s")'),
+    ]
+    nbformat.write(chapter, tmp_path / "01_a.ipynb")
+    runs = [made_up_run("H100", "execute", {"01_a": [claim("a.x", 0.91), claim("a.torch_shares", 0.95)]})]
+    text = evidence.page(runs, folder=tmp_path)
+    assert "- measured in [Zero-copy: torch.from_dlpack](01_a.ipynb#zero-copy-torchfrom_dlpack), as `a.x`" in text
+    assert "[Zero-copy: torch.from_dlpack](01_a.ipynb#zero-copy-torchfrom_dlpack-1), as `a.torch_shares`" in text
+    assert "## A chapter" in text
+
+
+def test_the_committed_page_links_every_claim_to_a_section_and_cuts_no_word():
+    text = evidence.PAGE.read_text(encoding="utf-8")
+    assert "- measured in [the chapter](" not in text, "a claim whose cell the page could not find"
+    assert "this pro ✓" not in text and " ✓ |" not in text
 
 
 def test_the_comparison_sets_each_claim_beside_the_books_with_the_ratio():

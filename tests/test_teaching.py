@@ -106,3 +106,50 @@ def test_the_largest_need_is_the_largest_peak_a_chapter_passed_under_a_limit_wit
     assert teaching.largest_need(["01_a", "02_b", "03_c"], [limited]) == ("02_b", int(13.2 * GIB))
     assert teaching.share_for(["01_a", "02_b"], [limited]) == 14
     assert teaching.largest_need(["03_c"], [limited]) is None and teaching.share_for(["03_c"], [limited]) is None
+
+
+def test_every_agenda_fits_its_minutes_with_its_break_and_one_exercise_per_chapter_that_has_them():
+    for name in teaching.AGENDAS:
+        slots = teaching.agenda_plan(name)
+        assert sum(slot["minutes"] for slot in slots) <= teaching.PLANS[name]["minutes"], name
+        assert any(slot["what"] == "break" for slot in slots), name
+        for slot in slots:
+            chapter = slot["chapter"]
+            if chapter is None:
+                continue
+            assert chapter["planned minutes"] <= slot["minutes"], (name, slot["what"])
+            assert chapter["exercise"] is not None or chapter["exercises"] == 0, (name, slot["what"])
+            assert all(part["how"] for part in chapter["parts"])
+        assert len(teaching.agenda_text(name).splitlines()[0]) <= 88
+
+
+def test_no_shared_gpu_agenda_has_participants_run_chapter_5():
+    for name, chapters in teaching.AGENDAS.items():
+        assert not set(chapters) & set(teaching.SHOWN_NOT_RUN), name
+
+
+def test_a_chapter_is_run_whole_in_order_discussed_from_the_top_while_its_slot_holds_it(tmp_path):
+    import nbformat
+
+    chapter = nbformat.v4.new_notebook()
+    chapter.cells = [nbformat.v4.new_markdown_cell("# A chapter")]
+    for section in ("First", "Second", "Third"):
+        chapter.cells.append(nbformat.v4.new_markdown_cell(f"## {section}"))
+        chapter.cells += [nbformat.v4.new_code_cell("x = 1") for _ in range(10)]
+    chapter.cells += [
+        nbformat.v4.new_markdown_cell("```{exercise-start}\n:label: ex-a\n```\n**Find the copy.** Where?"),
+        nbformat.v4.new_markdown_cell("```{exercise-end}\n```"),
+    ]
+    nbformat.write(chapter, tmp_path / "01_a.ipynb")
+    talk = teaching.TALK_SECONDS
+    # 30 cells of 1 s each: run through, 30 * (1 + 4) s = 2.5 min; the exercise 10 min; one section discussed
+    # adds 10 * (45 - 4) s = 6.8 min; live-coding its first cell adds (150 - 45) s = 1.75 min.
+    plan = teaching.chapter_plan("01_a", 22, 30.0, tmp_path)  # the second section would not fit
+    assert [part["how"] for part in plan["parts"]] == ["read", "live 1, talk 9", "run through", "run through"]
+    assert plan["exercise"] == "Exercise 1.1: Find the copy"
+    exercise = 10 * 60 + 1  # and its one code cell, the empty one to write in, at the chapter's share of 1 s
+    expected = 30 * (1 + talk["room runs through"]) + exercise + 10 * (talk["room runs, discussed"] - 4) + 105
+    assert plan["planned minutes"] == pytest.approx(expected / 60)
+    tight = teaching.chapter_plan("01_a", 5, 30.0, tmp_path)
+    assert tight["exercise"] is None and tight["exercises"] == 1  # the exercise does not fit five minutes
+    assert [part["how"] for part in tight["parts"]][1:] == ["run through"] * 3

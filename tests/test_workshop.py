@@ -3,10 +3,12 @@ every exercise, and names broken exercise markup."""
 
 from __future__ import annotations
 
+import re
+
 import nbformat
 import pytest
 
-from booktools import notebooks, workshop
+from booktools import notebooks, teaching, workshop
 from booktools.workshop import WorkshopError
 
 EXERCISE = "```{exercise-start}\n:label: ex-predict\n```\nPredict the bandwidth, then measure it."
@@ -40,15 +42,49 @@ def chapter_with_an_exercise():
     )
 
 
-def test_the_participant_edition_keeps_exercises_and_drops_solutions_and_outputs():
+def test_the_participant_edition_renders_exercises_for_jupyter_and_drops_solutions_and_outputs():
     original = chapter_with_an_exercise()
-    edition = workshop.participant_notebook(original, "ch.ipynb")
+    edition = workshop.participant_notebook(original, "03_ch.ipynb")
     sources = [cell.source for cell in edition.cells]
-    assert sources == ["# A chapter", "x = 1", EXERCISE, "# your prediction here", EXERCISE_END, "## Next section"]
+    assert sources == [
+        "# A chapter",
+        "x = 1",
+        "### Exercise 3.1: Exercise\n\nPredict the bandwidth, then measure it.",
+        "# your prediction here",
+        "",
+        "## Next section",
+    ]
+    assert edition.cells[4].cell_type == "code" and edition.cells[4].id == "answer-ex-predict"
     assert all(not cell.outputs for cell in edition.cells if cell.cell_type == "code")
-    assert workshop.exercise_labels(edition) == ["ex-predict"]
-    workshop.check_edition(original, edition, "ch.ipynb")
+    workshop.check_edition(original, edition, "03_ch.ipynb")
     assert len(original.cells) == 9 and original.cells[6].outputs, "the original is left as it was"
+
+
+def test_an_exercise_is_titled_by_its_bold_lead_and_numbered_as_the_book_numbers_it():
+    original = notebook(
+        ("md", "```{exercise-start}\n:label: ex-a\n```\n**Find the copy.** Where does it leave the GPU?"),
+        ("md", EXERCISE_END),
+    )
+    edition = workshop.participant_notebook(original, "04_b.ipynb", numbers={"ex-a": "4.2"})
+    assert edition.cells[0].source == "### Exercise 4.2: Find the copy\n\nWhere does it leave the GPU?"
+    assert edition.cells[1].cell_type == "code" and edition.cells[1].source == ""
+
+
+def test_the_books_exercises_are_numbered_within_their_chapter_across_its_pages():
+    numbers = workshop.exercise_numbers(workshop.participant_chapters(notebooks.chapter_notebooks()))
+    assert numbers["ex-zero-copy-extend-frame"] == "3.3"
+    assert sorted(value for value in numbers.values() if value.startswith("4.")) == ["4.1", "4.2", "4.3"]
+
+
+def test_links_to_pages_outside_the_edition_go_to_the_published_book_or_become_words():
+    text = "See [chapter 2](02_b.ipynb#a-part), [chapter 1](01_a.ipynb), [docs](https://x.org), ![d](diagrams/d.png)."
+    pages = {"01_a"}
+    assert workshop.edition_links(text, pages, None) == (
+        "See chapter 2 (in the published book), [chapter 1](01_a.ipynb), [docs](https://x.org), ![d](diagrams/d.png)."
+    )
+    assert "[chapter 2](https://book.example/chapters/02_b.html#a-part)" in workshop.edition_links(
+        text, pages, "https://book.example"
+    )
 
 
 def test_the_check_catches_a_surviving_solution_or_a_lost_exercise():
@@ -62,7 +98,7 @@ def test_the_check_catches_a_surviving_solution_or_a_lost_exercise():
     with pytest.raises(WorkshopError, match="cell 5: a solution survived"):
         workshop.check_edition(original, unsolved, "ch.ipynb")
     lost = workshop.participant_notebook(original)
-    lost.cells = [cell for cell in lost.cells if "exercise-start" not in cell.source]
+    lost.cells = [cell for cell in lost.cells if not cell.id.startswith("answer-")]
     with pytest.raises(WorkshopError, match="exercises missing from the participant edition: ex-predict"):
         workshop.check_edition(original, lost, "ch.ipynb")
 
@@ -80,15 +116,70 @@ def test_broken_markup_is_named(cells, message):
         workshop.participant_notebook(notebook(*cells), "ch.ipynb")
 
 
-def test_make_workshop_writes_every_chapter_the_files_they_open_and_a_readme(tmp_path):
-    written = workshop.write_edition(notebooks.chapter_notebooks(), tmp_path)
+def test_make_workshop_writes_every_chapter_the_files_they_open_a_readme_and_the_setup_check(tmp_path):
+    written = workshop.write_edition(notebooks.chapter_notebooks(), tmp_path, teacher_out=tmp_path.parent / "teacher")
     chapters = [path.name for path in notebooks.chapter_notebooks() if not path.name.startswith("90_")]
     assert [path.name for path in written] == chapters and "90_for_teachers.ipynb" not in chapters
     assert (tmp_path / "README.md").read_text().startswith("# Workshop edition")
+    assert "python check_setup.py" in (tmp_path / "README.md").read_text()
+    compile((tmp_path / "check_setup.py").read_text(), "check_setup.py", "exec")
     for path in written:
         assert all(not cell.get("outputs") for cell in nbformat.read(path, as_version=4).cells)
     assert (tmp_path / "diagrams" / "ecg_flow.png").exists() and (tmp_path / "ecg_cli_metrics.json").exists()
     assert workshop.missing_files(tmp_path, notebooks.ROOT / "chapters") == []
+    sheet = (tmp_path.parent / "teacher" / "expected_outputs.md").read_text()
+    assert "## 03_zero_copy" in sheet and "✓ " in sheet and "(the participant's answer)" in sheet
+
+
+def test_a_participant_reads_the_two_hour_edition_and_finds_nothing_that_does_not_apply(tmp_path):
+    """The edition opened as a participant opens it: each notebook read with nbformat, no MyST markup, every
+    exercise under a numbered heading with an empty cell to write in, every link inside the edition or absolute,
+    and chapter 0 speaking to a participant (no server set-up, no outputs to read, no teachers' page)."""
+    assert workshop.main([str(tmp_path / "edition"), "--agenda", "half-day"]) == 0
+    assert workshop.main([str(tmp_path / "edition"), "--agenda", "two-hours"]) == 0  # the half day's extra go
+    edition = tmp_path / "edition"
+    assert sorted(path.stem for path in edition.glob("*.ipynb")) == sorted(teaching.agenda("two-hours"))
+    assert workshop.read_through(edition) == []
+    exercises = 0
+    for path in edition.glob("*.ipynb"):
+        cells = nbformat.read(path, as_version=4).cells
+        exercises += sum(bool(re.match(r"### Exercise \d\.\d: ", c.source)) for c in cells if c.cell_type == "markdown")
+    book = sum(
+        len(workshop.exercise_labels(nbformat.read(notebooks.ROOT / "chapters" / f"{name}.ipynb", as_version=4)))
+        for name in teaching.agenda("two-hours")
+    )
+    assert exercises == book > 0
+    first = "\n".join(c.source for c in nbformat.read(edition / "00_getting_started.ipynb", as_version=4).cells)
+    for wrong in (
+        "outputs you read",
+        "make gpu-env",
+        "make doctor",
+        "make test",
+        "90_for_teachers",
+        "jupyter lab chapters",
+    ):
+        assert wrong not in first, wrong
+    assert "check_setup.py" in first and "published book" in first
+    assert (tmp_path / "edition-teacher" / "expected_outputs.md").exists()
+
+
+def test_the_read_through_names_markup_a_missing_answer_cell_and_a_broken_link(tmp_path):
+    chapter = notebook(
+        ("md", "### Exercise 1.1: Predict\n\nPredict it."),
+        ("md", "## Next\n\n```{note}\nhi\n```\nSee [two](02_b.ipynb)."),
+    )
+    nbformat.write(chapter, tmp_path / "01_a.ipynb")
+    problems = workshop.read_through(tmp_path)
+    assert any("no empty cell to write in" in p for p in problems)
+    assert any("markup shows as text: '```{note}'" in p for p in problems)
+    assert any("a link to what the edition lacks: 02_b.ipynb" in p for p in problems)
+
+
+def test_an_unknown_agenda_is_one_line(capsys, tmp_path):
+    assert workshop.main([str(tmp_path), "--agenda", "a-week"]) == 2
+    assert (
+        capsys.readouterr().err.strip() == "workshop: no agenda 'a-week': choose one of two-hours, half-day, full-day"
+    )
 
 
 def test_a_file_a_chapter_opens_but_the_edition_lacks_is_named(tmp_path):
