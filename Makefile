@@ -6,7 +6,7 @@
 #
 #   make book        build the HTML book into _build/html from the committed notebook outputs (no GPU needed)
 #   make test        unit tests, notebook checks, the book check, and nbval on every notebook this machine can run
-#   make test-gpu    the same in your GPU environment (PYTHON, default python3); fails instead of skipping GPU notebooks
+#   make test-gpu    the same in your GPU environment (GPU_PYTHON below); fails instead of skipping GPU notebooks
 #   make execute     on a GPU host: execute notebooks in place, record time, memory and claims (NOTEBOOKS=..., LABEL=...)
 #   make compare     on your GPU: run the chapters' claims (COMPARE=chapters/...) and print them beside the book's
 #   make lint        ruff over support/, tests/ and the notebooks (notebook code within 88 columns)
@@ -33,6 +33,12 @@ else
   BOOK_DEPS :=
   TEST_DEPS :=
 endif
+# The Python of the GPU targets (test-gpu, test-gpu-16gb, execute, compare, rehearse, doctor): PYTHON when given,
+# else that of .venv-gpu (make gpu-env) when it exists, else python3 (an activated environment's). Each GPU target
+# first asks booktools.gpu_ready whether it can run here: without a GPU or a library it says so in one line.
+GPU_VENV ?= .venv-gpu
+GPU_PYTHON := $(or $(strip $(PYTHON)),$(if $(wildcard $(GPU_VENV)/bin/python),$(GPU_VENV)/bin/python,python3))
+GPU_READY := $(GPU_PYTHON) -m booktools.gpu_ready
 # Notebook kernels start in chapters/ and import `support` from the working copy.
 export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
 # Kernels started by `make execute` and by nbval hash strings the same way in every run.
@@ -94,10 +100,12 @@ test: $(TEST_DEPS)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 test-gpu:
-	$(MAKE) test PYTHON=$(or $(strip $(PYTHON)),python3) PYTEST_ARGS="--require-gpu $(PYTEST_ARGS)"
+	@$(GPU_READY) test-gpu
+	$(MAKE) test PYTHON=$(GPU_PYTHON) PYTEST_ARGS="--require-gpu $(PYTEST_ARGS)"
 
 test-gpu-16gb:
-	$(or $(strip $(PYTHON)),python3) -m booktools.mps --limit 16G -- $(MAKE) test-gpu
+	@$(GPU_READY) test-gpu-16gb
+	$(GPU_PYTHON) -m booktools.mps --limit 16G -- $(MAKE) test-gpu PYTHON=$(GPU_PYTHON)
 
 workshop: $(BOOK_DEPS)
 	$(PY) -m booktools.workshop $(if $(filter command line environment,$(origin AGENDA)),--agenda $(AGENDA))
@@ -110,30 +118,32 @@ SEATS ?= 4
 LIMIT ?= 16G
 REHEARSE_ARGS ?=
 rehearse:
-	$(or $(strip $(PYTHON)),python3) -m booktools.rehearse --agenda $(AGENDA) --seats $(SEATS) --limit $(LIMIT) $(REHEARSE_ARGS)
+	$(GPU_PYTHON) -m booktools.rehearse --agenda $(AGENDA) --seats $(SEATS) --limit $(LIMIT) $(REHEARSE_ARGS)
 
 diagrams: $(TEST_DEPS)
 	$(PY) -m booktools.diagrams
 
 doctor:
-	$(or $(strip $(PYTHON)),python3) -m booktools.doctor
+	$(GPU_PYTHON) -m booktools.doctor
 
 # pip is upgraded first: older pips (23.x, and 24.0, the one Python 3.12's venv ships) resolve the gpu extra
 # for a very long time or not at all.
 gpu-env:
-	python3 -m venv .venv-gpu
-	.venv-gpu/bin/python -m pip install --disable-pip-version-check --upgrade pip
-	.venv-gpu/bin/python -m pip install --disable-pip-version-check -e '.[gpu,test]'
+	python3 -m venv $(GPU_VENV)
+	$(GPU_VENV)/bin/python -m pip install --disable-pip-version-check --upgrade pip
+	$(GPU_VENV)/bin/python -m pip install --disable-pip-version-check -e '.[gpu,test]'
 
 # uv (from the test extra) resolves for another platform from the index's metadata, in seconds, with any pip.
 resolve-gpu: $(TEST_DEPS)
 	$(PY) -m booktools.resolve
 
 execute:
-	$(or $(strip $(PYTHON)),python3) -m booktools.runs measure --mode execute $(if $(LABEL),--label "$(LABEL)") $(NOTEBOOKS)
+	@$(GPU_READY) execute $(NOTEBOOKS)
+	$(GPU_PYTHON) -m booktools.runs measure --mode execute $(if $(LABEL),--label "$(LABEL)") $(NOTEBOOKS)
 
 compare:
-	$(or $(strip $(PYTHON)),python3) -m booktools.evidence compare $(if $(REFERENCE),--reference "$(REFERENCE)") $(COMPARE)
+	@$(GPU_READY) compare $(COMPARE)
+	$(GPU_PYTHON) -m booktools.evidence compare $(if $(REFERENCE),--reference "$(REFERENCE)") $(COMPARE)
 
 # Notebook code is held to 88 columns, the width the book's page shows without clipping.
 lint: $(TEST_DEPS)

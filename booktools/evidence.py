@@ -374,6 +374,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.action == "page":
         print(write_page())
         return 0
+    from booktools.gpu_ready import problem
+
+    said = problem("compare", args.notebooks)  # no GPU or a library missing: one line, nothing executed
+    if said:
+        print(said, file=sys.stderr)
+        return 2
     import pandas as pd
 
     from booktools import notebooks as nb

@@ -1,11 +1,16 @@
 """Does the ``gpu`` extra install? The dependency resolution of a GPU server, run on any machine, installing nothing.
 
-``make resolve-gpu`` (or ``python -m booktools.resolve``) reads the ``gpu`` extra from ``pyproject.toml`` and asks
-uv's resolver what it would install for CPython 3.12 on Linux x86_64 with glibc 2.28 or newer (``uv pip compile
---python-platform x86_64-manylinux_2_28 --python-version 3.12 --only-binary :all:``), then prints the version of
-each package it chose, the GPU stack first. uv reads the candidates' metadata from the package index (PyPI, or
-``UV_DEFAULT_INDEX``) and downloads no wheel; the 190 distributions resolve in seconds. Exit status 1 when the
-requirements do not resolve, with uv's whole explanation.
+``make resolve-gpu`` (or ``python -m booktools.resolve``) is one call of uv's resolver::
+
+    uv pip compile pyproject.toml --extra gpu --python-platform x86_64-manylinux_2_28 --python-version 3.12 \\
+        --only-binary :all: --no-binary gatspy
+
+for CPython 3.12 on Linux x86_64 with glibc 2.28 or newer, then prints the version of each package it chose, the
+GPU stack first, and names the packages it allowed to come from source. Wheels only, except for the packages PyPI
+has no wheel of (:data:`SOURCE_BUILDS`), which a server's pip builds too: uv reads the wheels' metadata from the
+package index (PyPI, or ``UV_DEFAULT_INDEX``) without downloading them, and builds those few source distributions
+with this machine's Python to read theirs. Exit status 1 when the requirements do not resolve, with uv's whole
+explanation.
 
 Why uv and not ``pip install --dry-run --report``: pip resolves for another platform only with wheels it can read
 the metadata of, and older pips download them instead (six torch wheels of about 530 MB each with pip 23.2, which
@@ -22,7 +27,6 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
 import tomllib
 from pathlib import Path
 
@@ -32,12 +36,13 @@ from support.env import GPU_LIBRARIES
 #: The platform a GPU server is: Linux x86_64 with glibc 2.28 or newer, the oldest RAPIDS' wheels run on.
 PLATFORM = "x86_64-manylinux_2_28"
 PYTHON_VERSION = "3.12"
+#: The packages of the extra that PyPI has only as source distributions, built from source as a server's pip
+#: builds them (gatspy: py-ecg-detectors' dependency). Every other package must come as a wheel; when one stops
+#: doing so, uv's explanation names it ("Wheels are required for ...").
+SOURCE_BUILDS = ("gatspy",)
 
 #: The pip distributions of the book's GPU stack (:data:`support.env.GPU_LIBRARIES`), listed first.
 GPU_DISTRIBUTIONS = (*GPU_LIBRARIES.values(), "jaxlib")
-
-#: uv's note that it would build source distributions with this machine's Python: none is built (binaries only).
-_NOISE = re.compile(r"will be used to build dependencies instead|requested Python version .* is not available")
 
 
 def extra_requirements(extra: str = "gpu", pyproject: Path = PYPROJECT) -> list[str]:
@@ -65,28 +70,29 @@ def uv_binary() -> str:
     return found
 
 
-def resolver_command(
-    requirements: Path, uv: str = "uv", python_version: str = PYTHON_VERSION, platform: str = PLATFORM
-) -> list[str]:
-    """The uv command that resolves the requirements file for ``python_version`` on ``platform``, installing nothing.
+def resolver_command(uv: str = "uv", extra: str = "gpu", python_version: str = PYTHON_VERSION) -> list[str]:
+    """The uv command that resolves ``extra`` of ``pyproject.toml`` for a GPU server, installing nothing.
 
-    >>> command = resolver_command(Path("gpu.txt"))
-    >>> command[:4], command[command.index("--python-platform") + 1]
-    (['uv', 'pip', 'compile', 'gpu.txt'], 'x86_64-manylinux_2_28')
-    >>> command[command.index("--only-binary") + 1], command[command.index("--python-version") + 1]
-    (':all:', '3.12')
+    >>> command = resolver_command()
+    >>> command[:3], command[4:6], command[command.index("--python-platform") + 1]
+    (['uv', 'pip', 'compile'], ['--extra', 'gpu'], 'x86_64-manylinux_2_28')
+    >>> command[command.index("--only-binary") + 1], command[command.index("--no-binary") + 1]
+    (':all:', 'gatspy')
     """
     return [
         uv,
         "pip",
         "compile",
-        str(requirements),
+        str(PYPROJECT),
+        "--extra",
+        extra,
         "--python-platform",
-        platform,
+        PLATFORM,
         "--python-version",
         python_version,
         "--only-binary",
         ":all:",
+        *[option for name in SOURCE_BUILDS for option in ("--no-binary", name)],  # overrides :all: for these
         "--no-header",
         "--no-annotate",
     ]
@@ -98,33 +104,10 @@ def chosen_versions(compiled: str) -> dict[str, str]:
     >>> chosen_versions("pandas==3.0.6\\n# a comment\\ntorch==2.14.1\\n")
     {'torch': '2.14.1', 'pandas': '3.0.6'}
     """
-    found = {}
-    for line in compiled.splitlines():
-        match = re.match(r"([A-Za-z0-9][A-Za-z0-9._-]*)==(\S+)", line.strip())
-        if match:
-            found[match.group(1)] = match.group(2)
+    found = dict(re.findall(r"(?m)^([A-Za-z0-9][A-Za-z0-9._-]*)==(\S+)", compiled))
     first = [name for name in GPU_DISTRIBUTIONS if name in found]
     rest = sorted((name for name in found if name not in GPU_DISTRIBUTIONS), key=str.lower)
     return {name: found[name] for name in [*first, *rest]}
-
-
-def resolve(extra: str = "gpu", python_version: str = PYTHON_VERSION) -> dict[str, str]:
-    """Resolve ``extra``; raise :class:`RuntimeError` with uv's whole explanation when it does not resolve."""
-    requirements = extra_requirements(extra)
-    uv = uv_binary()
-    with tempfile.TemporaryDirectory(prefix="resolve-") as scratch:
-        listed = Path(scratch) / f"{extra}.txt"
-        listed.write_text("\n".join(requirements) + "\n")
-        environ = {**os.environ, "UV_PYTHON_DOWNLOADS": "never"}
-        done = subprocess.run(resolver_command(listed, uv, python_version), capture_output=True, text=True, env=environ)
-    explanation = "\n".join(line for line in done.stderr.splitlines() if not _NOISE.search(line)).strip()
-    versions = chosen_versions(done.stdout) if done.returncode == 0 else {}
-    if not versions:
-        raise RuntimeError(
-            f"the {extra!r} extra does not resolve for CPython {python_version} on {PLATFORM} "
-            f"(uv exit status {done.returncode}):\n{explanation or done.stdout.strip()}"
-        )
-    return versions
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -133,9 +116,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--python-version", default=PYTHON_VERSION)
     args = parser.parse_args(argv)
     try:
-        versions = resolve(args.extra, args.python_version)
-    except (RuntimeError, ValueError) as error:
+        command = resolver_command(uv_binary(), args.extra, args.python_version)
+    except RuntimeError as error:
         print(error, file=sys.stderr)
+        return 1
+    environ = {**os.environ, "UV_PYTHON_DOWNLOADS": "never"}  # source builds use this machine's Python
+    done = subprocess.run(command, capture_output=True, text=True, env=environ, cwd=PYPROJECT.parent)
+    versions = chosen_versions(done.stdout) if done.returncode == 0 else {}
+    if not versions:
+        print(
+            f"the {args.extra!r} extra does not resolve for CPython {args.python_version} on {PLATFORM} "
+            f"(uv exit status {done.returncode}):\n{(done.stderr or done.stdout).strip()}",
+            file=sys.stderr,
+        )
         return 1
     print(
         f"{len(versions)} distributions would be installed for the {args.extra!r} extra "
@@ -143,6 +136,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     for name, version in versions.items():
         print(f"  {name:<28} {version}")
+    built = [f"{name}=={versions[name]}" for name in SOURCE_BUILDS if name in versions]
+    print(f"built from source, as PyPI has no wheel of them: {', '.join(built) or 'none'}")
     return 0
 
 

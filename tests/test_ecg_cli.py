@@ -4,8 +4,11 @@ works, including ``--column``."""
 
 from __future__ import annotations
 
+import errno
+import hashlib
 import json
 import math
+import os
 import subprocess
 import sys
 
@@ -15,7 +18,7 @@ import pytest
 from booktools.paths import ROOT
 from support import env
 from support.ecg import __main__ as cli
-from support.ecg import pipeline, synthetic
+from support.ecg import output_folder, pipeline, reading, synthetic
 
 
 def refusal(capsys, argv) -> str:
@@ -189,9 +192,155 @@ def test_a_two_column_csv_asks_for_column_and_column_reads_it(capsys, tmp_path, 
     assert report["epochs"] == pipeline.PipelineConfig().epochs, "--epochs does not default to the pipeline's"
     assert report["beats"] > 100 and (out / "stream.png").stat().st_size > 0
     assert "ecg.csv" not in {p.name for p in out.iterdir()}, "a run on --input wrote a CSV"
-    assert cli.main([*common, "--column", "1", "--epochs", "1"]) == 0  # the same column by its index
+    assert "already holds stream.png" in refusal(capsys, [*common, "--column", "1"])  # the first run's files
+    assert cli.main([*common, "--column", "1", "--epochs", "1", "--overwrite"]) == 0  # the same column by index
 
 
 def test_the_readme_names_the_cpu_route_of_the_command_line():
     readme = (ROOT / "README.md").read_text()
     assert "python -m support.ecg" in readme and "--device cpu" in readme
+
+
+# --out: nothing the reader had is lost, and a folder that cannot be written is refused before any work.
+
+
+def snapshot(folder) -> dict[str, str]:
+    """Every file under ``folder`` with the SHA-256 of its bytes."""
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
+
+
+@pytest.fixture
+def readers_folder(tmp_path):
+    """A folder that holds a reader's own recording and metrics, named as the command names its files."""
+    folder = tmp_path / "mydata"
+    folder.mkdir()
+    (folder / "ecg.csv").write_text("0.1\n0.2\n0.3\n")
+    (folder / "metrics.json").write_text('{"mine": true}\n')
+    (folder / "notes.txt").write_text("not the command's\n")
+    return folder
+
+
+@pytest.fixture
+def no_work(monkeypatch):
+    """Fail the test if the run gets as far as synthesizing or reading a recording."""
+
+    def started(*args, **kwargs):
+        raise AssertionError("the run started before --out was checked")
+
+    monkeypatch.setattr(synthetic, "synthesize", started)
+    monkeypatch.setattr(reading, "read_signal", started)
+
+
+def test_a_synthetic_run_into_a_folder_of_the_reader_s_files_is_refused_and_names_them(capsys, readers_folder, no_work):
+    before = snapshot(readers_folder)
+    err = refusal(capsys, ["--device", "cpu", "--hours", "0.05", "--out", str(readers_folder)])
+    assert (
+        f"--out {readers_folder} already holds ecg.csv and metrics.json, which this run would overwrite; "
+        "give another --out, or pass --overwrite to replace them"
+    ) in err, err
+    assert snapshot(readers_folder) == before
+
+
+def test_every_file_the_command_writes_is_planned_and_checked(capsys, tmp_path, no_work):
+    out = tmp_path / "run"
+    planned = cli.planned_files(cli.parse(["--device", "cpu", "--out", str(out)]))
+    assert [p.name for p in planned] == ["ecg.csv", "truth.npz", "stream.png", "lengths.png", "metrics.json"]
+    out.mkdir()
+    for path in planned:
+        path.write_text("the reader's\n")
+        before = snapshot(out)
+        err = refusal(capsys, ["--device", "cpu", "--hours", "0.05", "--out", str(out)])
+        assert f"already holds {path.name}," in err, err
+        assert snapshot(out) == before
+        path.unlink()
+
+
+def test_an_input_inside_out_is_read_and_kept(tmp_path):
+    (tmp_path / "ecg.csv").write_text("0.1\n")
+    args = cli.parse(["--device", "cpu", "--input", str(tmp_path / "ecg.csv"), "--out", str(tmp_path)])
+    assert "ecg.csv" not in {p.name for p in cli.planned_files(args)}  # a run on --input writes no CSV
+
+
+def test_an_input_the_run_would_write_over_is_refused_even_with_overwrite(capsys, tmp_path, no_work):
+    recording = tmp_path / "metrics.json"  # a recording saved under the name of the run's report
+    recording.write_text("mv\n0.1\n")
+    before = snapshot(tmp_path)
+    err = refusal(capsys, ["--device", "cpu", "--input", str(recording), "--out", str(tmp_path), "--overwrite"])
+    assert f"--input {recording} is the metrics.json this run writes into --out {tmp_path}" in err, err
+    assert snapshot(tmp_path) == before
+
+
+def test_a_folder_where_a_file_goes_is_refused(capsys, tmp_path, no_work):
+    (tmp_path / "stream.png").mkdir()
+    err = refusal(capsys, ["--device", "cpu", "--out", str(tmp_path), "--overwrite"])
+    assert "holds a folder named stream.png where this run writes a file" in err, err
+
+
+def test_an_out_below_a_file_is_refused(capsys, tmp_path, no_work):
+    (tmp_path / "taken").write_text("")
+    err = refusal(capsys, ["--device", "cpu", "--out", str(tmp_path / "taken" / "run")])
+    assert f"--out {tmp_path / 'taken' / 'run'} cannot be created: {tmp_path / 'taken'} is a file" in err, err
+
+
+@pytest.fixture
+def read_only(monkeypatch):
+    """Make a folder read-only. A privileged process (root) writes anyway, so for one the check is asked what
+    the kernel answers an unprivileged user, with the folder's mode the same."""
+
+    def make(folder):
+        folder.chmod(0o555)
+        if os.access(folder, os.W_OK):  # root
+            real = output_folder._writable
+            unprivileged = lambda path: bool(path.stat().st_mode & 0o200) and real(path)  # noqa: E731
+            monkeypatch.setattr(output_folder, "_writable", unprivileged)
+        return folder
+
+    yield make
+
+
+def test_a_read_only_out_is_refused_before_any_work(capsys, tmp_path, readers_folder, no_work, read_only):
+    (tmp_path / "rec.csv").write_text("mv\n0.1\n")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    read_only(empty)
+    try:
+        for argv in (["--hours", "0.05"], ["--input", str(tmp_path / "rec.csv")]):
+            err = refusal(capsys, ["--device", "cpu", *argv, "--out", str(empty)])
+            assert f"--out {empty} is not writable here (read-only, or not yours)" in err, err
+        err = refusal(capsys, ["--device", "cpu", "--out", str(empty / "run")])
+        assert f"--out {empty / 'run'} cannot be created: {empty} is not writable here" in err, err
+        assert list(empty.iterdir()) == []
+    finally:
+        empty.chmod(0o755)
+
+
+def test_overwrite_replaces_a_link_not_the_file_it_points_to(tmp_path):
+    target = tmp_path / "elsewhere.json"
+    target.write_text("the reader's\n")
+    link = tmp_path / "metrics.json"
+    link.symlink_to(target)
+    with output_folder.create(link, overwrite=True) as path:
+        path.write_text("the run's\n")
+    assert target.read_text() == "the reader's\n" and not link.is_symlink() and link.read_text() == "the run's\n"
+
+
+def test_a_file_that_appears_during_the_run_is_left_alone(tmp_path):
+    late = tmp_path / "metrics.json"
+    late.write_text("written by someone else meanwhile\n")
+    with pytest.raises(output_folder.OutputRefused, match="appeared while the run went on and was left as it is"):
+        with output_folder.create(late):
+            raise AssertionError("the block ran over an existing file")
+    assert late.read_text() == "written by someone else meanwhile\n"
+
+
+def test_a_write_that_fails_midway_is_one_sentence(capsys, tmp_path, monkeypatch):
+    def full_disk(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(reading, "write_csv", full_disk)
+    err = refusal(capsys, ["--device", "cpu", "--hours", "0.05", "--out", str(tmp_path / "run"), "--no-progress"])
+    assert f"writing {tmp_path / 'run' / 'ecg.csv'} failed: No space left on device" in err, err

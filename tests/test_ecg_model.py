@@ -189,7 +189,8 @@ def test_command_line_writes_metrics_and_figures(tmp_path, short_recording):
     assert (tmp_path / "stream.png").stat().st_size > 0 and (tmp_path / "lengths.png").stat().st_size > 0
     empty = tmp_path / "empty.csv"
     empty.write_text("")
-    assert cli.main(["--device", "cpu", "--input", str(empty), "--out", str(tmp_path), "--no-progress"]) == 2
+    empty_run = ["--device", "cpu", "--input", str(empty), "--out", str(tmp_path / "empty-run"), "--no-progress"]
+    assert cli.main(empty_run) == 2  # a fresh --out: the first run's files would be refused before the empty CSV
     with pytest.raises(SystemExit):
         cli.parse(["--truth", "t.npz"])
 

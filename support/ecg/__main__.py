@@ -2,11 +2,13 @@
 
 With no ``--input``, it synthesizes ``--hours`` of ECG with ground truth, writes it as CSV into ``--out``, and
 runs the pipeline on that file. It writes ``metrics.json`` and the figures into ``--out``. ``--device cpu`` runs
-everything on the CPU (no GPU needed; slower).
+everything on the CPU (no GPU needed; slower). It never replaces a file it did not create in this run: when
+``--out`` already holds one of the files it would write, it refuses and names them (``--overwrite`` replaces them).
 
 A mistake on the command line, a file that cannot be read, a machine without a GPU or a recording too large for
 the memory ends with one sentence on stderr and exit status 2, never a traceback. The arguments are checked
-before the GPU libraries are imported, and ``--out`` is created only once there is something to write into it.
+before the GPU libraries are imported (among them that ``--out`` can be written: :mod:`support.ecg.output_folder`),
+and ``--out`` is created only once there is something to write into it.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ import re
 import sys
 import time
 from pathlib import Path
+
+from support.ecg import output_folder
 
 STARTED = time.perf_counter()  # the process's own start-up (Python itself) comes before this line
 
@@ -65,6 +69,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--device", choices=("gpu", "cpu"), default="gpu", help="where to run (default gpu)")
     parser.add_argument("--traffic", action="store_true", help="count host<->GPU copies per stage (slower)")
     parser.add_argument("--out", type=Path, default=Path("ecg-run"), help="folder for CSV, metrics and figures")
+    parser.add_argument(
+        "--overwrite", action="store_true", help="replace the files of an earlier run in --out (refused otherwise)"
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
     return parser
 
@@ -99,8 +106,16 @@ def check_arguments(args: argparse.Namespace) -> None:
         _check_file(args.input, "--input", ".csv")
         if args.truth:
             _check_file(args.truth, "--truth", ".npz")
-    if args.out.exists() and not args.out.is_dir():
-        raise UserError(f"--out {args.out} is a file; give a folder (it is created when missing)")
+    inputs = {flag: path for flag, path in (("--input", args.input), ("--truth", args.truth)) if path is not None}
+    try:
+        output_folder.check(args.out, planned_files(args), overwrite=args.overwrite, inputs=inputs)
+    except output_folder.OutputRefused as error:
+        raise UserError(str(error)) from None
+
+
+def planned_files(args: argparse.Namespace) -> list[Path]:
+    """Every file this run writes into ``--out``."""
+    return output_folder.planned_files(args.out, synthetic=args.input is None)
 
 
 def _check_file(path: Path, flag: str, suffix: str) -> None:
@@ -214,7 +229,7 @@ def main(argv=None) -> int:
     args = parse(argv)
     try:
         return run(args)
-    except UserError as error:
+    except (UserError, output_folder.OutputRefused) as error:
         return _refuse(str(error))
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
@@ -276,9 +291,11 @@ def run(args: argparse.Namespace) -> int:
             ecg = synthetic.synthesize(hours=args.hours, fs=args.fs, seed=args.seed, xp=xp)
         except ValueError as error:
             raise UserError(f"--hours {args.hours:g}: {error}") from None
-        args.out.mkdir(parents=True, exist_ok=True)
-        path = reading.write_csv(ecg.signal, args.out / "ecg.csv")
-        synthetic.save_truth(ecg, args.out / "truth.npz")
+        output_folder.make_folder(args.out)
+        with output_folder.create(args.out / "ecg.csv", overwrite=args.overwrite) as path:
+            reading.write_csv(ecg.signal, path)
+        with output_folder.create(args.out / "truth.npz", overwrite=args.overwrite) as truth_path:
+            synthetic.save_truth(ecg, truth_path)
         truth = (ecg.r_peaks, ecg.labels)
         report["synthetic"] = {"hours": args.hours, "beats": ecg.counts(), "csv_bytes": path.stat().st_size}
         report["synthesize_and_write_seconds"] = time.perf_counter() - started
@@ -313,11 +330,14 @@ def run(args: argparse.Namespace) -> int:
         report["bytes_across_host_link_after_read"] = meter.between("convolve", "score").across_host_link
     if truth is not None:
         report["quality"] = pipeline.evaluate(result, *truth)
-    args.out.mkdir(parents=True, exist_ok=True)
-    plots.stream_figure(result.recording.signal, args.fs, result.beats.peaks).savefig(args.out / "stream.png")
-    plots.lengths_figure(result.lengths, args.fs).savefig(args.out / "lengths.png")
+    output_folder.make_folder(args.out)
+    with output_folder.create(args.out / "stream.png", overwrite=args.overwrite) as figure:
+        plots.stream_figure(result.recording.signal, args.fs, result.beats.peaks).savefig(figure)
+    with output_folder.create(args.out / "lengths.png", overwrite=args.overwrite) as figure:
+        plots.lengths_figure(result.lengths, args.fs).savefig(figure)
     report["total_seconds"] = time.perf_counter() - STARTED
-    (args.out / "metrics.json").write_text(json.dumps(report, indent=2, default=str) + "\n")
+    with output_folder.create(args.out / "metrics.json", overwrite=args.overwrite) as metrics:
+        metrics.write_text(json.dumps(report, indent=2, default=str) + "\n")
     print(
         json.dumps(
             {k: report[k] for k in ("setup_seconds", "pipeline_seconds", "total_seconds", "beats") if k in report}
