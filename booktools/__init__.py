@@ -7,6 +7,7 @@ module         what                                                             
 ``notebooks``  notebook housekeeping: ready to publish?, execute in place
 ``freshness``  do a chapter's outputs still come from its code? (the book's note)
 ``runs``       measured runs (time, peak memory, claims), the README's table, needs        ``make execute``
+``agendas``    the workshop's agendas: slots, and the chapters a participant runs
 ``teaching``   the teachers' page's tables, from the runs
 ``evidence``   the claims on record, the page Claims and evidence                          ``make compare``
 ``workshop``   the participant edition                                                     ``make workshop``

@@ -8,68 +8,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from booktools.agendas import AGENDAS, PLANS, SHOWN_NOT_RUN, agenda, plan  # noqa: F401 - the page reads them here
 from booktools.runs import RunGroup, chapter_name, chapter_needs, load
 from support.units import GIB
-
-#: The agendas of the teachers' page: each a day's slots in order, ``(what, minutes)``, where ``what`` is a chapter
-#: a participant runs (its notebook's name) or a slot without a chapter (opening, break, questions, a chapter
-#: the teacher shows from the book), and the minutes the agenda has in all. Every agenda runs on a shared GPU,
-#: so none has a participant run chapter 5 (:data:`SHOWN_NOT_RUN`).
-PLANS: dict[str, dict] = {
-    "two-hours": {
-        "minutes": 120,
-        "slots": [
-            ("opening: the room, the plan, chapter 0's banner at every seat", 5),
-            ("00_getting_started", 10),
-            ("01_why_gpus", 25),
-            ("break", 10),
-            ("03_zero_copy", 30),
-            ("06_ecg_pipeline", 30),
-            ("questions, and where the book goes on", 5),
-        ],
-    },
-    "half-day": {
-        "minutes": 210,
-        "slots": [
-            ("opening: the room, the plan, chapter 0's banner at every seat", 5),
-            ("00_getting_started", 10),
-            ("01_why_gpus", 25),
-            ("02_memory_layouts", 30),
-            ("break", 15),
-            ("03_zero_copy", 35),
-            ("04_memory_pools", 30),
-            ("06_ecg_pipeline", 35),
-            ("questions, and where the book goes on", 10),
-        ],
-    },
-    "full-day": {
-        "minutes": 390,
-        "slots": [
-            ("opening: the room, the plan, chapter 0's banner at every seat", 10),
-            ("00_getting_started", 15),
-            ("01_why_gpus", 35),
-            ("02_memory_layouts", 40),
-            ("break", 15),
-            ("03_zero_copy", 45),
-            ("lunch", 60),
-            ("04_memory_pools", 35),
-            ("04_watching_memory", 30),
-            ("chapter 5, unified memory, shown from the book on the teacher's screen", 15),
-            ("break", 15),
-            ("06_ecg_pipeline", 45),
-            ("a participant's own CSV through chapter 6's command line", 20),
-            ("questions, and where the book goes on", 10),
-        ],
-    },
-}
-#: Chapters no shared-GPU agenda has participants run: chapter 5 met a sticky illegal address under MPS, which
-#: MPS reports to every client on the GPU (the teachers' page says more).
-SHOWN_NOT_RUN = ("05_unified_memory",)
-
-#: The agendas, each the chapters a participant runs, in order (``make rehearse AGENDA=``, ``make workshop``).
-AGENDAS: dict[str, list[str]] = {
-    name: [what for what, _ in plan["slots"] if what[:2].isdigit()] for name, plan in PLANS.items()
-}
 
 #: Talk and typing per code cell, in seconds, beside the cell's own run time: assumptions, stated on the
 #: teachers' page, not measurements. The teacher types a live-coded cell and explains it while the room types
@@ -84,21 +25,6 @@ EXERCISE_PREFERENCE = ("Find the copy", "Find the leak", "Predict, then measure"
 TIME = "run time (H100 80GB)"
 PEAK = "peak seen (GiB)"
 LIMIT = "passed under"
-
-
-def agenda(name: str) -> list[str]:
-    """The chapters of the agenda ``name``; an unknown name is refused with the known ones.
-
-    >>> agenda("two-hours")[:2]
-    ['00_getting_started', '01_why_gpus']
-    >>> agenda("1h")
-    Traceback (most recent call last):
-    ...
-    ValueError: no agenda '1h': choose one of two-hours, half-day, full-day
-    """
-    if name not in AGENDAS:
-        raise ValueError(f"no agenda {name!r}: choose one of {', '.join(AGENDAS)}")
-    return list(AGENDAS[name])
 
 
 def planning_rows(chapters: Sequence[str], groups: Sequence[RunGroup] | None = None, full: str = "H100 80GB"):
@@ -185,68 +111,6 @@ def runs_together(groups: Sequence[RunGroup] | None = None) -> list[dict]:
         for group in groups
         if group.parallel
     ]
-
-
-def _output_text(output, lines: int) -> str:
-    """The first ``lines`` lines of one output as text: a stream, or a result's plain text; a figure is named."""
-    if output.get("output_type") == "stream":
-        text = output.get("text", "")
-    elif output.get("output_type") == "error":
-        text = f"{output.get('ename')}: {output.get('evalue')}"
-    else:
-        data = output.get("data", {})
-        if "image/png" in data or "image/svg+xml" in data:
-            return "(a figure)"
-        text = data.get("text/plain", "")
-    text = "".join(text) if isinstance(text, list) else text
-    kept = text.rstrip("\n").splitlines()
-    return "\n".join(kept[:lines] + ([f"... ({len(kept) - lines} more lines)"] if len(kept) > lines else []))
-
-
-def expected_sheet(chapters: Sequence[Path], edition: Path, lines: int = 8) -> str:
-    """The teacher's expected-output sheet for the participant edition in ``edition``: per chapter (the book's
-    executed notebooks, ``chapters``), each code cell of the edition that printed something in the book's run,
-    under its section, numbered as Jupyter numbers it when the chapter runs from the top once (``In [12]``), with
-    the first ``lines`` lines of what it printed. Figures are named, not drawn; claims show their ✓ line."""
-    from booktools.notebooks import read_notebook
-
-    text = [
-        "# Expected outputs, for the teacher",
-        "",
-        "What each cell of the participant edition printed in the book's own run on its GPU, to compare with a",
-        "participant's screen. Timings and addresses differ from GPU to GPU and run to run; a ✓ line should not.",
-        "The numbers are Jupyter's `In [n]` when a chapter is run once from the top in a fresh kernel.",
-        "",
-    ]
-    for path in chapters:
-        book = {cell.get("id"): cell for cell in read_notebook(path).cells}
-        participant = edition / path.name
-        if not participant.exists():
-            continue
-        text += [f"## {path.stem}", ""]
-        count = 0
-        for cell in read_notebook(participant).cells:
-            if cell.cell_type == "markdown" and cell.source.lstrip().startswith("#"):
-                heading = cell.source.lstrip().splitlines()[0].lstrip("#").strip()
-                text += [f"### {heading}", ""]
-                continue
-            if cell.cell_type != "code":
-                continue
-            count += 1
-            outputs = book.get(cell.get("id"), {}).get("outputs", [])
-            shown = [_output_text(output, lines) for output in outputs]
-            shown = [part for part in shown if part.strip()]
-            if not cell.source.strip():
-                text += [f"In [{count}]: (the participant's answer)", ""]
-            elif shown:
-                text += [f"In [{count}]:", "", "```text", *"\n".join(shown).splitlines(), "```", ""]
-    return "\n".join(text).rstrip() + "\n"
-
-
-def plan(name: str) -> dict:
-    """The agenda ``name``'s plan (:data:`PLANS`); an unknown name is refused as :func:`agenda` refuses it."""
-    agenda(name)
-    return PLANS[name]
 
 
 def chapter_sections(chapter: str, folder: Path | None = None) -> list[dict]:

@@ -25,8 +25,8 @@ address is ``html.baseurl`` in ``_config.yml``, or ``--book-url``) or become pla
 section is replaced by a participant's. The files the chapters open (their diagrams, chapter 6's command-line
 records) are copied, with a README and ``check_setup.py``, the check a participant runs before the day
 (:func:`check_seat`: the GPU, its driver, the libraries, the share against the edition's chapters, the files).
-``--agenda NAME`` writes only that agenda's chapters (:data:`booktools.teaching.AGENDAS`). The teachers' page
-stays out; the teacher gets ``expected_outputs.md`` beside the edition (:func:`booktools.teaching.expected_sheet`).
+``--agenda NAME`` writes only that agenda's chapters (:data:`booktools.agendas.AGENDAS`). The teachers' page
+stays out; the teacher gets ``expected_outputs.md`` beside the edition (:func:`expected_sheet`).
 
 :func:`check_edition` verifies that no solution survived and every exercise did; :func:`missing_files` that every
 file a notebook names is there; :func:`read_through` reads the written edition as a participant would.
@@ -37,6 +37,7 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from booktools.paths import BUILD, ROOT
@@ -368,11 +369,65 @@ def write_edition(
     if missing:
         raise WorkshopError(f"files the participant edition lacks (add them to workshop.ASSETS): {'; '.join(missing)}")
     if teacher_out is not None:
-        from booktools import teaching
-
         teacher_out.mkdir(parents=True, exist_ok=True)
-        (teacher_out / "expected_outputs.md").write_text(teaching.expected_sheet(chapters, out))
+        (teacher_out / "expected_outputs.md").write_text(expected_sheet(chapters, out))
     return written
+
+
+def _output_text(output, lines: int) -> str:
+    """The first ``lines`` lines of one output as text: a stream, or a result's plain text; a figure is named."""
+    if output.get("output_type") == "stream":
+        text = output.get("text", "")
+    elif output.get("output_type") == "error":
+        text = f"{output.get('ename')}: {output.get('evalue')}"
+    else:
+        data = output.get("data", {})
+        if "image/png" in data or "image/svg+xml" in data:
+            return "(a figure)"
+        text = data.get("text/plain", "")
+    text = "".join(text) if isinstance(text, list) else text
+    kept = text.rstrip("\n").splitlines()
+    return "\n".join(kept[:lines] + ([f"... ({len(kept) - lines} more lines)"] if len(kept) > lines else []))
+
+
+def expected_sheet(chapters: Sequence[Path], edition: Path, lines: int = 8) -> str:
+    """The teacher's expected-output sheet for the participant edition in ``edition``: per chapter (the book's
+    executed notebooks, ``chapters``), each code cell of the edition that printed something in the book's run,
+    under its section, numbered as Jupyter numbers it when the chapter runs from the top once (``In [12]``), with
+    the first ``lines`` lines of what it printed. Figures are named, not drawn; claims show their ✓ line."""
+    from booktools.notebooks import read_notebook
+
+    text = [
+        "# Expected outputs, for the teacher",
+        "",
+        "What each cell of the participant edition printed in the book's own run on its GPU, to compare with a",
+        "participant's screen. Timings and addresses differ from GPU to GPU and run to run; a ✓ line should not.",
+        "The numbers are Jupyter's `In [n]` when a chapter is run once from the top in a fresh kernel.",
+        "",
+    ]
+    for path in chapters:
+        book = {cell.get("id"): cell for cell in read_notebook(path).cells}
+        participant = edition / path.name
+        if not participant.exists():
+            continue
+        text += [f"## {path.stem}", ""]
+        count = 0
+        for cell in read_notebook(participant).cells:
+            if cell.cell_type == "markdown" and cell.source.lstrip().startswith("#"):
+                heading = cell.source.lstrip().splitlines()[0].lstrip("#").strip()
+                text += [f"### {heading}", ""]
+                continue
+            if cell.cell_type != "code":
+                continue
+            count += 1
+            outputs = book.get(cell.get("id"), {}).get("outputs", [])
+            shown = [_output_text(output, lines) for output in outputs]
+            shown = [part for part in shown if part.strip()]
+            if not cell.source.strip():
+                text += [f"In [{count}]: (the participant's answer)", ""]
+            elif shown:
+                text += [f"In [{count}]:", "", "```text", *"\n".join(shown).splitlines(), "```", ""]
+    return "\n".join(text).rstrip() + "\n"
 
 
 def readme(chapters: list[str], url: str | None) -> str:
@@ -464,17 +519,17 @@ def read_through(folder: Path) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from booktools import notebooks, teaching
+    from booktools import agendas, notebooks
 
     parser = argparse.ArgumentParser(prog="python -m booktools.workshop", description=__doc__.split("\n")[0])
     parser.add_argument("out", nargs="?", type=Path, default=OUT, help=f"the edition's folder (default {OUT})")
-    parser.add_argument("--agenda", help=f"only this agenda's chapters: {', '.join(teaching.AGENDAS)}")
+    parser.add_argument("--agenda", help=f"only this agenda's chapters: {', '.join(agendas.AGENDAS)}")
     parser.add_argument("--book-url", help="the published book's address (default: html.baseurl in _config.yml)")
     args = parser.parse_args(argv)
     chapters = participant_chapters(notebooks.chapter_notebooks())
     try:
         if args.agenda:
-            chosen = teaching.agenda(args.agenda)
+            chosen = agendas.agenda(args.agenda)
             chapters = [path for path in chapters if path.stem in chosen]
         url = args.book_url or book_url()
         written = write_edition(chapters, args.out, url=url, teacher_out=args.out.parent / f"{args.out.name}-teacher")
