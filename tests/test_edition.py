@@ -42,3 +42,15 @@ def test_no_downloads_no_announcement(tmp_path, monkeypatch):
     context = {"pathto": lambda target, resource: target}
     edition._announce_downloads(None, "index", "page.html", context, None)
     assert "theme_announcement" not in context
+
+
+def test_the_citation_and_the_changelog_name_the_same_edition():
+    """CITATION.cff (CFF 1.2.0) cites the version pyproject.toml names, and CHANGELOG.md has its section; a
+    release that bumps one and not the others fails here (cffconvert --validate checks the whole schema)."""
+    written = edition.version()
+    citation = yaml.safe_load((ROOT / "CITATION.cff").read_text())
+    assert citation["cff-version"] == "1.2.0"
+    assert str(citation["version"]) == written, f"CITATION.cff cites {citation['version']}, pyproject says {written}"
+    assert {"title", "authors", "message"} <= set(citation) and citation["authors"]
+    changelog = (ROOT / "CHANGELOG.md").read_text()
+    assert f"\n## [{written}]" in changelog, f"CHANGELOG.md has no section for {written}"
