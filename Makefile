@@ -110,10 +110,12 @@ VERSION = $(shell python3 -c 'import tomllib; print(tomllib.load(open("pyproject
 # What `make book` adds to the site when it is there (booktools/edition.py): the downloads of this edition.
 DOWNLOADS := _build/site-extra/downloads
 
-workshop-archive: workshop
+EDITION_NAME = gpu-interop-book-participant-edition-$(VERSION)
+workshop-archive: $(BOOK_DEPS)
+	rm -rf _build/archive $(DOWNLOADS)/gpu-interop-book-participant-edition-*.zip
+	$(PY) -m booktools.workshop _build/archive/$(EDITION_NAME)
 	mkdir -p $(DOWNLOADS)
-	rm -f $(DOWNLOADS)/gpu-interop-book-participant-edition-*.zip
-	cd _build && $(abspath $(PY)) -m zipfile -c site-extra/downloads/gpu-interop-book-participant-edition-$(VERSION).zip workshop/
+	cd _build/archive && $(abspath $(PY)) -m zipfile -c $(abspath $(DOWNLOADS))/$(EDITION_NAME).zip $(EDITION_NAME)/
 
 # Jupyter Book's LaTeX build (xelatex): TeX is not installed on every machine, so CI builds it (book.yml).
 pdf: $(BOOK_DEPS)
