@@ -12,9 +12,12 @@
 #   make lint        ruff over support/, tests/ and the notebooks (notebook code within 88 columns)
 #   make workshop    the participant edition in _build/workshop/ (AGENDA=two-hours: its chapters only), a setup check, the teacher's sheet
 #   make rehearse    on a GPU of your own: SEATS participants at once under MPS (LIMIT each) run AGENDA; records in runs/
+#   make workshop-archive  the participant edition as one zip, for the site's downloads (_build/site-extra/downloads/)
+#   make pdf         the whole book as one PDF (needs TeX: xelatex and latexmk; CI builds it), into the site's downloads
 #   make diagrams    redraw the explanatory diagrams into chapters/diagrams/ (booktools/diagrams.py)
 #   make doctor      on a GPU server: can this machine run the book? one line per check, exit 1 on a blocker
-#   make gpu-env     on a GPU server: create .venv-gpu, upgrade its pip, install the `gpu` and `test` extras
+#   make gpu-env     on a GPU server: create .venv-gpu, upgrade its pip, install the `gpu` and `test` extras exactly as locked
+#   make lock        from any machine: re-resolve the `gpu` and `test` extras into the lock file (CPython 3.12, Linux x86_64) with uv
 #   make resolve-gpu from any machine: uv's resolver for the `gpu` extra (CPython 3.12, manylinux_2_28), installs nothing
 #   make test-gpu-16gb  make test-gpu on a GPU shrunk to 16 GB per process with CUDA MPS (a GPU of your own)
 
@@ -59,7 +62,7 @@ TORCH_PIN := import re, tomllib; extra = tomllib.load(open("pyproject.toml", "rb
 HAS_GPU_STACK := import sys, importlib.metadata as m; sys.exit(0 if {(d.metadata["Name"] or "").lower() for d in m.distributions()} & set(sys.argv[1:]) else 1)
 GPU_MARKERS := cudf-cu13 rmm-cu13 cupy-cuda13x cudf rmm cupy
 
-.PHONY: help book test test-gpu test-gpu-16gb execute compare lint clean doctor gpu-env resolve-gpu diagrams workshop rehearse
+.PHONY: help book test test-gpu test-gpu-16gb execute compare lint clean doctor gpu-env resolve-gpu lock diagrams workshop workshop-archive pdf rehearse
 
 help:
 	@sed -n 's/^#   //p' Makefile
@@ -110,6 +113,24 @@ test-gpu-16gb:
 workshop: $(BOOK_DEPS)
 	$(PY) -m booktools.workshop $(if $(filter command line environment,$(origin AGENDA)),--agenda $(AGENDA))
 
+# The book's version, written once in pyproject.toml (booktools/edition.py puts it in the page header too).
+VERSION = $(shell python3 -c 'import tomllib; print(tomllib.load(open("pyproject.toml", "rb"))["project"]["version"])')
+# What `make book` adds to the site when it is there (booktools/edition.py): the downloads of this edition.
+DOWNLOADS := _build/site-extra/downloads
+
+EDITION_NAME = gpu-interop-book-participant-edition-$(VERSION)
+workshop-archive: $(BOOK_DEPS)
+	rm -rf _build/archive $(DOWNLOADS)/gpu-interop-book-participant-edition-*.zip
+	$(PY) -m booktools.workshop _build/archive/$(EDITION_NAME)
+	mkdir -p $(DOWNLOADS)
+	cd _build/archive && $(abspath $(PY)) -m zipfile -c $(abspath $(DOWNLOADS))/$(EDITION_NAME).zip $(EDITION_NAME)/
+
+# Jupyter Book's LaTeX build (xelatex): TeX is not installed on every machine, so CI builds it (book.yml).
+pdf: $(BOOK_DEPS)
+	$(PY) -c 'from jupyter_book.cli.main import main; main()' build . --builder pdflatex
+	mkdir -p $(DOWNLOADS)
+	cp _build/latex/book.pdf $(DOWNLOADS)/gpu-interop-book-$(VERSION).pdf
+
 # A rehearsal of a workshop: AGENDA is two-hours, half-day or full-day (the teachers' page); SEATS times LIMIT
 # must fit the card, and LIMIT must hold the agenda's largest recorded peak. REHEARSE_ARGS passes more options
 # (--skip-memory-check, --chapters ..., --timeout S; python -m booktools.rehearse --help).
@@ -126,12 +147,34 @@ diagrams: $(TEST_DEPS)
 doctor:
 	$(GPU_PYTHON) -m booktools.doctor
 
+# The gpu and test extras resolved together for CPython 3.12 on Linux x86_64 (glibc 2.28+): the exact stack
+# `make gpu-env` installs. Together, because what each resolves to alone may not install beside the other (cuDF's
+# rich wants markdown-it-py 4, the book's myst-parser 3 wants 3).
+GPU_LOCK ?= locks/gpu-cp312-linux-x86_64.txt
+# The Python that creates $(GPU_VENV) (make gpu-env): the lock is for CPython 3.12.
+VENV_PYTHON ?= python3
+# `make lock LOCK_ARGS=--upgrade` takes the newest versions inside pyproject's ranges; without it uv keeps the
+# lock's pins that still satisfy them.
+LOCK_ARGS ?=
+
 # pip is upgraded first: older pips (23.x, and 24.0, the one Python 3.12's venv ships) resolve the gpu extra
-# for a very long time or not at all.
+# for a very long time or not at all. The gpu extra is installed at the lock's versions (pip's constraints);
+# `make gpu-env GPU_LOCK=` installs pyproject's ranges instead, on any Python 3.11+.
 gpu-env:
-	python3 -m venv $(GPU_VENV)
+	@if [ -n "$(GPU_LOCK)" ] && ! $(VENV_PYTHON) -c 'import sys; sys.exit(sys.version_info[:2] != (3, 12))'; then \
+	  echo "$(GPU_LOCK) is for CPython 3.12 and $(VENV_PYTHON) is $$($(VENV_PYTHON) -V 2>&1): name a 3.12 with" \
+	       "VENV_PYTHON=python3.12, or install the ranges with GPU_LOCK= (empty)" >&2; exit 1; fi
+	$(VENV_PYTHON) -m venv $(GPU_VENV)
 	$(GPU_VENV)/bin/python -m pip install --disable-pip-version-check --upgrade pip
-	$(GPU_VENV)/bin/python -m pip install --disable-pip-version-check -e '.[gpu,test]'
+	$(GPU_VENV)/bin/python -m pip install --disable-pip-version-check $(if $(GPU_LOCK),--constraint $(GPU_LOCK)) -e '.[gpu,test]'
+
+# The lock: uv resolves the gpu and test extras for the GPU server's platform from the index's metadata, wheels only, except
+# gatspy (py-ecg-detectors needs it; PyPI has no wheel of it), which pip builds from its source on the server.
+lock: $(TEST_DEPS)
+	mkdir -p $(dir $(GPU_LOCK))
+	UV_PYTHON_DOWNLOADS=never $(PY) -m uv pip compile pyproject.toml --extra gpu --extra test \
+	  --python-platform x86_64-manylinux_2_28 --python-version 3.12 --only-binary :all: --no-binary gatspy \
+	  --custom-compile-command 'make lock' --output-file $(GPU_LOCK) $(LOCK_ARGS)
 
 # uv (from the test extra) resolves for another platform from the index's metadata, in seconds, with any pip.
 resolve-gpu: $(TEST_DEPS)

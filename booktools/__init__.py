@@ -16,6 +16,7 @@ module         what                                                             
 ``gpu_ready``  can this Python run a GPU target here? one line before it starts            ``make compare`` etc.
 ``mps``        one GPU shared by several processes under CUDA MPS limits                   ``python -m ...mps``
 ``resolve``    uv's resolver for the ``gpu`` extra, installing nothing                     ``make resolve-gpu``
+``edition``    the book's version in the page header, and the site's downloads             ``make book``
 =============  ==========================================================================  ======================
 
 It may import :mod:`support` (the chapters' package); :mod:`support` never imports it.

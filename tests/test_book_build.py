@@ -73,10 +73,49 @@ class _ImageSources(HTMLParser):
     def __init__(self):
         super().__init__()
         self.sources = []
+        self.images = []  # (src, alt, role or aria-hidden) of every <img>
 
     def handle_starttag(self, tag, attrs):
         if tag == "img":
-            self.sources.append(dict(attrs).get("src", ""))
+            attributes = dict(attrs)
+            self.sources.append(attributes.get("src", ""))
+            decorative = attributes.get("role") == "presentation" or attributes.get("aria-hidden") == "true"
+            self.images.append((attributes.get("src", ""), attributes.get("alt"), decorative))
+
+
+#: Alt text that is a file's name: what Sphinx writes when a figure was given none (a hashed output name).
+_FILE_NAME = re.compile(r"[\w./%-]+\.(png|jpe?g|gif|svg|webp)", re.IGNORECASE)
+
+
+def alt_text_problem(src: str, alt: str | None, decorative: bool = False) -> str | None:
+    """Why a screen reader would announce this image badly, or None: no alt text (only an image marked decorative
+    may have an empty one), or alt text that is a file name.
+
+    >>> alt_text_problem("_images/3f2a.png", "_images/3f2a.png")
+    "its alt text is a file name: '_images/3f2a.png'"
+    >>> alt_text_problem("a.png", None), alt_text_problem("a.png", "", decorative=True)
+    ('it has no alt text', None)
+    >>> alt_text_problem("a.png", "Bar chart of GPU speed-up by workload")
+    """
+    text = (alt or "").strip()
+    if not text:
+        return None if decorative and alt is not None else "it has no alt text"
+    if _FILE_NAME.fullmatch(text) or text == Path(unquote(src)).name:
+        return f"its alt text is a file name: {text!r}"
+    return None
+
+
+def test_every_image_tells_a_screen_reader_what_it_shows(built_book):
+    """Every figure has alt text in words (myst-nb's `mystnb.image.alt` for a plotted output, the Markdown image's
+    description for a diagram), not a hashed file name."""
+    problems = []
+    for page in built_pages(built_book):
+        parser = _ImageSources()
+        parser.feed(page.read_text(encoding="utf-8"))
+        for src, alt, decorative in parser.images:
+            if why := alt_text_problem(src, alt, decorative):
+                problems.append(f"{page.relative_to(built_book)}: image {src}: {why}")
+    assert problems == [], "\n".join(problems)
 
 
 def test_every_image_in_the_book_exists(built_book):
@@ -124,7 +163,8 @@ def served_book(built_book):
 
 
 def test_every_page_loads_in_headless_chromium(built_book, served_book, skip_or_fail):
-    """One pass over every page at a laptop's width: every request and image loads, every code cell (in the text,
+    """One pass over every page at a laptop's width: every request and image loads, every image has alt text in
+    words (not a file name), every code cell (in the text,
     an exercise or a solution) shows CODE_COLUMNS columns whole, no output block or Markdown code block has
     content wider than its box (a cut line is often the point of the cell), and one search box shows. Then, in the
     same browser, one pass at a phone's width: no page scrolls sideways as a whole, and one search control shows."""
@@ -158,6 +198,12 @@ def test_every_page_loads_in_headless_chromium(built_book, served_book, skip_or_
             )
             problems += [f"{name}: request failed: {u}" for u in failed]
             problems += [f"{name}: image did not load: {src}" for src in broken]
+            shown = page.eval_on_selector_all("img", _IMAGE_ALT_TEXTS)
+            problems += [
+                f"{name}: image {src}: {why}"
+                for src, alt, decorative in shown
+                if (why := alt_text_problem(src, alt, decorative))
+            ]
             columns = page.eval_on_selector_all("div.cell_input pre", _COLUMNS_SHOWN)
             if columns and min(columns) < CODE_COLUMNS:
                 problems.append(f"{name}: a code cell shows {min(columns):.1f} columns, less than {CODE_COLUMNS}")
@@ -245,6 +291,10 @@ _WIDER_THAN_THEIR_BOX = """blocks => blocks
   .filter(block => !block.closest('div.cell_input') && block.scrollWidth > block.clientWidth + 1)
   .map(block => block.textContent.split('\\n').reduce((a, b) => (b.length > a.length ? b : a), '').slice(0, 80))"""
 
+#: [src, alt (null when absent), decorative] of every image as the browser has it, scripts' images included.
+_IMAGE_ALT_TEXTS = """images => images.map(i => [i.getAttribute('src') || '', i.getAttribute('alt'),
+  i.getAttribute('role') === 'presentation' || i.getAttribute('aria-hidden') === 'true'])"""
+
 #: The theme's search field (in the sidebar) and search button (in the header bar): one of them shows at a time.
 _SEARCH_CONTROLS = ".search-button-field, .search-button, input[type=search]"
 _SHOWN = "elements => elements.filter(e => e.offsetParent !== null && e.getBoundingClientRect().width > 0).length"
@@ -289,3 +339,14 @@ def test_the_lint_holds_notebook_code_to_the_width_the_page_shows():
     on_chapters = [shlex.split(line) for line in planned if line.split()[-1:] == ["chapters"]]
     widths = {words[words.index("--line-length") + 1] for words in on_chapters if "--line-length" in words}
     assert widths == {str(CODE_COLUMNS)}, planned  # the code check and the format check of the chapters
+
+
+def test_every_page_names_the_edition_pyproject_gives(built_book):
+    """The header (the sidebar's title and each page's <title>) shows pyproject.toml's version (booktools.edition)."""
+    from booktools import edition
+
+    titled = edition.titled("", edition.version()).strip()
+    for entry in notebooks.toc_files():
+        html = (built_book / f"{entry}.html").read_text(encoding="utf-8")
+        title = re.search(r"<title>(.*?)</title>", html, re.S).group(1)
+        assert title.endswith(f" {titled}"), f"{entry}: the title {title!r} does not name edition {titled}"
