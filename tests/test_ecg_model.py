@@ -73,6 +73,12 @@ def test_pipeline_on_the_cpu_finds_the_beats_and_the_anomalies(short_recording):
     quality = pipeline.evaluate(result, ecg.r_peaks, ecg.labels)
     assert quality["detected_within_50ms"] > 0.95
     assert quality["auroc ectopic vs normal"] > 0.5 and quality["auroc noise vs normal"] > 0.8, quality
+    assert set(quality["baselines"]) == {"RR prematurity", "PCA", "median distance"}
+    ranked = {"VAE": quality} | quality["baselines"]
+    best = quality["best_method"]
+    assert quality["best_method auroc ectopic vs normal"] == ranked[best]["auroc ectopic vs normal"]
+    assert all(q["auroc ectopic vs normal"] <= ranked[best]["auroc ectopic vs normal"] for q in ranked.values())
+    assert quality["baselines"]["RR prematurity"]["test_beats"] == quality["test_beats"]
     assert result.beats.matrix.shape == (len(result.beats), beat_tools.BeatWindow.for_rate(ecg.fs).width)
     assert np.shares_memory(result.tensor.numpy(), result.beats.matrix)
     found = pipeline.find_beats(result.recording.signal, config)  # the same stages, in one call

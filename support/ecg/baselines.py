@@ -150,9 +150,7 @@ def combine(first, second, first_reference, second_reference):
 
 def threshold_at_rate(scores, anomalous) -> float:
     """The lowest of the top-``k`` scores, ``k`` the number of anomalies (as the evaluation sets its flags)."""
-    from support.ecg.evaluation import threshold_at_rate as at_rate
-
-    return at_rate(scores, anomalous)
+    return metrics.threshold_at_rate(scores, anomalous)
 
 
 def score_table(scores: dict, labels, validation, test) -> list[dict]:

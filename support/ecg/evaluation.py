@@ -220,17 +220,8 @@ def choose_model(
     return Choice(per_latent, model, latent, epoch, value[0])
 
 
-def threshold_at_rate(scores, anomalous) -> float:
-    """The score that flags as many beats as ``anomalous`` marks (the lowest flagged score).
-
-    >>> threshold_at_rate([0.1, 0.9, 0.5, 0.7], [0, 1, 1, 0])
-    0.7
-    """
-    scores = np.asarray(scores, dtype=np.float64)
-    count = int(np.asarray(anomalous, bool).sum())
-    if count == 0:
-        raise ValueError("no labelled anomalies to set the threshold by")
-    return float(np.sort(scores)[::-1][count - 1])
+#: The score that flags as many beats as the labels mark (:func:`support.ecg.metrics.threshold_at_rate`).
+threshold_at_rate = metrics.threshold_at_rate
 
 
 def flag_table(scores, contexts, threshold: float) -> list[dict]:

@@ -58,3 +58,16 @@ def average_precision(scores, labels) -> float:
     hits = np.cumsum(ranked)
     precision = hits / np.arange(1, len(ranked) + 1)
     return float(precision[ranked].mean())
+
+
+def threshold_at_rate(scores, anomalous) -> float:
+    """The score that flags as many beats as ``anomalous`` marks (the lowest flagged score).
+
+    >>> threshold_at_rate([0.1, 0.9, 0.5, 0.7], [0, 1, 1, 0])
+    0.7
+    """
+    scores = np.asarray(scores, dtype=np.float64)
+    count = int(np.asarray(anomalous, bool).sum())
+    if count == 0:
+        raise ValueError("no labelled anomalies to set the threshold by")
+    return float(np.sort(scores)[::-1][count - 1])

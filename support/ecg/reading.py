@@ -16,7 +16,9 @@ two or more missing samples are an error, because inventing a stretch of ECG wou
 
 from __future__ import annotations
 
+import contextlib
 import math
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -207,6 +209,15 @@ def repair_isolated_gaps(values, source: str, first_line: int = 1) -> Recording:
     return Recording(filled, source, repaired=count)
 
 
+@contextlib.contextmanager
+def _wfdb_quietly():
+    """wfdb 4.3 calls DataFrame.set_index and drop with ``inplace=True``, which pandas 3 deprecates: wfdb's to
+    fix, not the reader's. Silences that one deprecation, in wfdb's own modules, while wfdb runs."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="The inplace keyword in DataFrame", module=r"wfdb\..*")
+        yield
+
+
 def read_wfdb(record, *, channel: int | str = 0, annotation: str | None = None) -> Recording:
     """Read one channel of a WFDB record (``record`` is the path without extension) into host memory, in mV.
 
@@ -214,19 +225,22 @@ def read_wfdb(record, *, channel: int | str = 0, annotation: str | None = None) 
     With ``annotation="atr"`` (the MIT-BIH databases' reference annotations), the beat annotations come too,
     mapped to AAMI classes (:func:`read_annotations`), so that the detector can be scored per class.
     """
-    try:
-        import wfdb
-    except ImportError:
-        raise ModuleNotFoundError("reading WFDB records needs the wfdb package: pip install wfdb") from None
+    with _wfdb_quietly():
+        try:
+            import wfdb
+        except ImportError:
+            raise ModuleNotFoundError("reading WFDB records needs the wfdb package: pip install wfdb") from None
     record = str(record)
     if not Path(record + ".hea").is_file():
         raise FileNotFoundError(f"no WFDB header at {record}.hea (pass the record path without extension)")
-    header = wfdb.rdheader(record)
+    with _wfdb_quietly():
+        header = wfdb.rdheader(record)
     names = list(header.sig_name or [])
     index = names.index(channel) if isinstance(channel, str) and channel in names else channel
     if not isinstance(index, int) or not 0 <= index < header.n_sig:
         raise SignalError(f"{record}: no channel {channel!r}; the record has {names}")
-    data = wfdb.rdrecord(record, channels=[index], physical=True)
+    with _wfdb_quietly():
+        data = wfdb.rdrecord(record, channels=[index], physical=True)
     unit = (data.units or ["mV"])[0]
     scale = {"mV": 1.0, "uV": 1e-3, "µV": 1e-3, "V": 1e3}.get(unit)
     if scale is None:
@@ -286,14 +300,16 @@ class BeatAnnotations:
 
 def read_annotations(record, *, extension: str = "atr") -> BeatAnnotations:
     """The beat annotations of a WFDB record (``record.atr`` by default), non-beat annotations left out."""
-    try:
-        import wfdb
-    except ImportError:
-        raise ModuleNotFoundError("reading WFDB annotations needs the wfdb package: pip install wfdb") from None
+    with _wfdb_quietly():
+        try:
+            import wfdb
+        except ImportError:
+            raise ModuleNotFoundError("reading WFDB annotations needs the wfdb package: pip install wfdb") from None
     record = str(record)
     if not Path(f"{record}.{extension}").is_file():
         raise FileNotFoundError(f"no annotation file {record}.{extension}")
-    annotation = wfdb.rdann(record, extension)
+    with _wfdb_quietly():
+        annotation = wfdb.rdann(record, extension)
     symbols = np.asarray(annotation.symbol, dtype=str)
     classes = aami_classes(symbols)
     beat = classes != ""

@@ -1,5 +1,5 @@
-"""A real recording: five minutes of MIT-BIH Arrhythmia Database record 208, and two published detectors to
-compare the chapter's beats with.
+"""Real recordings: five minutes of MIT-BIH Arrhythmia Database record 208 (no annotations), the whole of record
+100 with its reference beat annotations, and two published detectors to compare the chapter's beats with.
 
 The excerpt (``support/ecg/data/mitdb_208_excerpt.npz``, installed with the package, its attribution beside it)
 is lead MLII at 360 Hz, as SciPy shipped it until version 1.11. It carries no beat annotations, so no anomaly
@@ -8,6 +8,11 @@ independent, published detectors find. :func:`published_beats` runs two of them 
 Tompkins 1985; Hamilton 2002, on the CPU), and :func:`agreement` scores one list of beats against another the
 way ANSI/AAMI EC57 scores a detector against reference annotations: pairs within 150 ms, sensitivity and
 positive predictivity.
+
+Record 100 (``support/ecg/data/100.hea``, ``100.dat``, ``100.atr``: 30 min, two leads at 360 Hz, as
+``MIT-LCP/wfdb-python`` ships it in ``sample-data/``; attribution in ``data/mitdb_100.md``) carries the database's
+reference annotations, so there the detectors are scored against the truth, per AAMI beat class
+(:func:`detector_scores`), and the anomaly scores against the annotated classes (:func:`class_scores`).
 
 >>> import numpy as np
 >>> agreement(np.array([100, 460, 820]), np.array([102, 470, 1200]), fs=360.0)
@@ -24,6 +29,8 @@ from support.ecg import events, reading
 
 #: The committed excerpt, package data of support.ecg (so an installed package finds it too).
 EXCERPT = Path(__file__).resolve().parent / "data" / "mitdb_208_excerpt.npz"
+#: MIT-BIH record 100 (WFDB header, signal and reference annotations), package data of support.ecg.
+RECORD_100 = Path(__file__).resolve().parent / "data" / "100"
 #: The published detectors :func:`published_beats` runs, by the name the chapter prints.
 DETECTORS = {"Pan-Tompkins": "pan_tompkins_detector", "Hamilton": "hamilton_detector"}
 
@@ -83,4 +90,123 @@ def agreement_table(beat_lists: dict[str, np.ndarray], fs: float) -> list[dict]:
         for tested, test_beats in beat_lists.items():
             if reference != tested:
                 table.append({"reference": reference, "tested": tested} | agreement(ref_beats, test_beats, fs))
+    return table
+
+
+def load_mitdb_100(record=RECORD_100, *, xp=np) -> tuple[reading.Recording, reading.BeatAnnotations]:
+    """Lead MLII of MIT-BIH record 100 in millivolts, float32, made by ``xp`` (CuPy: on the GPU), and its
+    reference beat annotations (:func:`support.ecg.reading.read_wfdb`; needs the ``wfdb`` package)."""
+    if not Path(f"{record}.hea").is_file():
+        raise FileNotFoundError(
+            f"no record at {record}.hea: record 100 ships with the book in support/ecg/data; "
+            "a checkout without it: git checkout -- support/ecg/data"
+        )
+    recording = reading.read_wfdb(record, channel="MLII", annotation="atr")
+    signal = xp.asarray(recording.signal)
+    source = f"MIT-BIH record 100, lead MLII ({Path(record).name}.dat)"
+    return reading.Recording(signal, source, recording.repaired, fs=recording.fs), recording.annotations
+
+
+def detector_scores(beat_lists: dict[str, np.ndarray], annotations: reading.BeatAnnotations, fs: float) -> list[dict]:
+    """Each detector against the reference annotations, as ANSI/AAMI EC57 scores a beat detector: a detection
+    matches an annotated beat within 150 ms (one to one); per AAMI class the annotated beats and the sensitivity,
+    and per detector a row of class ``"all"`` with the positive predictivity of all its detections (a false
+    detection has no annotated beat, hence no class).
+
+    >>> from support.ecg.reading import BeatAnnotations
+    >>> truth = BeatAnnotations(np.array([100, 460, 820]), np.array(["N", "V", "N"]), np.array(["N", "V", "N"]))
+    >>> rows = detector_scores({"d": np.array([101, 900])}, truth, 360.0)
+    >>> [(r["class"], r["sensitivity"], r.get("+P")) for r in rows]
+    [('N', 0.5, None), ('V', 0.0, None), ('all', 0.3333, 0.5)]
+    """
+    tolerance = max(1, int(round(events.MATCH_WINDOW_S * fs)))
+    truth = np.asarray(annotations.samples, dtype=np.int64)
+    order = np.argsort(truth, kind="stable")
+    truth, classes = truth[order], np.asarray(annotations.classes)[order]
+    table = []
+    for name, found in beat_lists.items():
+        found = np.sort(np.asarray(found, dtype=np.int64))
+        paired, matched = events.match_beats(found, truth, tolerance)
+        for letter in reading.AAMI_SYMBOLS:
+            chosen = classes == letter
+            if chosen.any():
+                hits = int((paired[chosen] >= 0).sum())
+                table.append(
+                    {
+                        "detector": name,
+                        "class": letter,
+                        "annotated beats": int(chosen.sum()),
+                        "found": hits,
+                        "sensitivity": round(hits / int(chosen.sum()), 4),
+                    }
+                )
+        table.append(
+            {
+                "detector": name,
+                "class": "all",
+                "annotated beats": len(truth),
+                "found": int((paired >= 0).sum()),
+                "sensitivity": round(float((paired >= 0).mean()), 4) if len(truth) else float("nan"),
+                "detections": len(found),
+                "+P": round(float(matched.mean()), 4) if len(found) else float("nan"),
+            }
+        )
+    return table
+
+
+def annotated_classes(peaks, annotations: reading.BeatAnnotations, fs: float) -> np.ndarray:
+    """The AAMI class of the annotated beat each detected peak matches within 150 ms (one to one), ``""`` for a
+    detection that matches none (left out of :func:`class_scores`).
+
+    >>> from support.ecg.reading import BeatAnnotations
+    >>> truth = BeatAnnotations(np.array([100, 460, 820]), np.array(["N", "A", "V"]), np.array(["N", "S", "V"]))
+    >>> annotated_classes(np.array([99, 300, 470, 1000]), truth, 360.0).tolist()
+    ['N', '', 'S', '']
+    """
+    peaks = np.asarray(peaks, dtype=np.int64)
+    order = np.argsort(peaks, kind="stable")
+    truth = np.asarray(annotations.samples, dtype=np.int64)
+    by_truth = np.argsort(truth, kind="stable")
+    tolerance = max(1, int(round(events.MATCH_WINDOW_S * fs)))
+    found, _ = events.match_beats(peaks[order], truth[by_truth], tolerance)
+    classes = np.full(len(peaks), "", dtype="<U1")
+    hit = found >= 0
+    classes[order[found[hit]]] = np.asarray(annotations.classes)[by_truth][hit]
+    return classes
+
+
+def class_scores(scores: dict, classes, *, against: str = "N", kinds=("S", "V")) -> list[dict]:
+    """Per method (``scores``: name → one score per detected beat) and per annotated class in ``kinds``: the
+    AUROC and average precision of that class against the beats of class ``against``, with the counts.
+    Beats of other classes, and detections matching no annotated beat, are left out of each comparison.
+
+    >>> rows = class_scores({"m": np.array([0.1, 0.2, 0.9, 0.8])}, np.array(["N", "N", "S", "V"]))
+    >>> [(r["class"], r["AUROC"]) for r in rows]
+    [('S', 1.0), ('V', 1.0)]
+    """
+    from support.ecg import metrics
+    from support.ecg.baselines import _tensor
+
+    classes = np.asarray(classes)
+    normal = classes == against
+    table = []
+    for method, values in scores.items():
+        values = np.asarray(_tensor(values).detach().cpu().numpy(), dtype=np.float64)
+        if values.shape != classes.shape:
+            raise ValueError(f"{method}: {values.shape[0]} scores for {classes.shape[0]} beats")
+        for kind in kinds:
+            members = classes == kind
+            if not members.any() or not normal.any():
+                continue
+            chosen = members | normal
+            table.append(
+                {
+                    "method": method,
+                    "class": kind,
+                    "beats": int(members.sum()),
+                    f"{against} beats": int(normal.sum()),
+                    "AUROC": metrics.auroc(values[chosen], members[chosen]),
+                    "AP": metrics.average_precision(values[chosen], members[chosen]),
+                }
+            )
     return table

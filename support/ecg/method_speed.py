@@ -1,0 +1,115 @@
+"""What the best answer costs on each side: read to anomaly scores with one training-free method of the
+baseline table, on the GPU and on the fastest CPU route.
+
+Chapter 6's baseline table (:mod:`support.ecg.baselines`) finds that methods with no neural network, the RR
+prematurity score and PCA, rank the ectopic beats better than the VAE the pipeline trains. A speed-up measured
+on the VAE's training then says what the GPU does for the weakest method. This module times the other path:
+
+- :func:`beats_on` runs the shared stages on one side: on the GPU the pipeline's own (cuDF, CuPy, Numba), on
+  the CPU the fastest route of :mod:`support.ecg.cpu_peers` (Polars read, threaded overlap-add convolution,
+  the Numba kernels compiled for every core);
+- :func:`method_scores` scores every beat with one of :data:`TRAINING_FREE` (PyTorch on the beats' device:
+  every core on the CPU), fitted on the same training rows the pipeline uses;
+- :func:`time_method` times that scoring on one side (CUDA events on the GPU, the wall clock on the CPU), the
+  beats made once outside the timing, as :func:`support.ecg.pipeline.time_shared_stages` times each stage;
+- :func:`best_training_free` picks the method from the table by a class's AUROC;
+- :func:`speedup_rows` puts both paths in one table: the shared stages, the VAE's training, the method's
+  scoring, and a total for each path.
+
+>>> best_training_free([
+...     {"method": "VAE", "class": "ectopic", "AUROC": 0.99},
+...     {"method": "PCA", "class": "ectopic", "AUROC": 0.9},
+...     {"method": "RR prematurity", "class": "ectopic", "AUROC": 0.95},
+... ])
+('RR prematurity', 0.95)
+"""
+
+from __future__ import annotations
+
+from support.ecg import baselines, cpu_peers, pipeline, reading
+from support.ecg import beats as beat_tools
+
+#: The methods of the baseline table that train no network: each fits in one pass over the training rows.
+TRAINING_FREE = ("median distance", "RR prematurity", "PCA")
+#: The sides :func:`beats_on` and :func:`time_method` accept.
+SIDES = ("gpu", "cpu, fastest")
+
+
+def best_training_free(table: list[dict], name: str = "ectopic", metric: str = "AUROC") -> tuple[str, float]:
+    """The method of :data:`TRAINING_FREE` with the highest ``metric`` on class ``name`` in a
+    :func:`support.ecg.baselines.score_table`, and that value."""
+    rows = [r for r in table if r["method"] in TRAINING_FREE]
+    if not rows:
+        raise ValueError(f"the table holds none of the training-free methods {TRAINING_FREE}")
+    return baselines.best_method(rows, name, metric)
+
+
+def beats_on(path, config: pipeline.PipelineConfig, *, on: str) -> beat_tools.Beats:
+    """The embedded beats of the CSV at ``path``, made on ``on``: ``"gpu"`` (the pipeline's stages) or
+    ``"cpu, fastest"`` (the fastest CPU route of :mod:`support.ecg.cpu_peers`)."""
+    if on not in SIDES:
+        raise ValueError(f"on must be one of {', '.join(map(repr, SIDES))}, not {on!r}")
+    if on == "gpu":
+        signal = reading.read_signal(path, on="gpu").signal
+        response, clean = pipeline.convolve(signal, config.fs)
+    else:
+        signal = cpu_peers.read_signal(path).signal
+        response, clean = cpu_peers.convolve(signal, config.fs)
+    candidates = pipeline.find_candidates(response, config)
+    return beat_tools.extract_beats(clean, candidates, config.fs, limits=config.limits)
+
+
+def method_scores(method: str, matrix, peaks, train_rows, fs: float, *, components: int = 8):
+    """One score per row of ``matrix`` (beats × width, NumPy, CuPy or torch) with ``method``, one of
+    :data:`TRAINING_FREE`, fitted on ``train_rows``; a torch tensor on the beats' device.
+
+    >>> import numpy as np, torch
+    >>> rows = np.zeros((6, 3), np.float32); rows[5] = 1
+    >>> method_scores("median distance", rows, np.arange(6) * 100, torch.arange(5), 100.0).tolist()[-1] > 1
+    True
+    """
+    if method not in TRAINING_FREE:
+        raise ValueError(f"{method!r} is not a training-free method of the table; pick one of {TRAINING_FREE}")
+    if method == "RR prematurity":
+        return baselines.rr_prematurity(peaks, fs)
+    tensor = baselines._tensor(matrix)
+    rows = baselines._tensor(train_rows, tensor.device)
+    if method == "PCA":
+        return baselines.PCABaseline.fit(tensor[rows], components).scores(tensor)
+    return baselines.median_distance(tensor[rows], tensor)
+
+
+def time_method(
+    path, config: pipeline.PipelineConfig, method: str, *, on: str, components: int = 8, warmup=2, repeat=5
+):
+    """A :class:`support.bench.Timing` of :func:`method_scores` on ``on`` (CUDA events on the GPU, the wall
+    clock on the CPU), on the beats :func:`beats_on` makes there, with the pipeline's training rows
+    (:func:`support.ecg.pipeline.split`, the same seed)."""
+    from support import bench
+
+    beats = beats_on(path, config, on=on)
+    tensor = pipeline.to_torch(beats.matrix)
+    train_rows, _ = pipeline.split(len(beats), config.train_fraction, config.seed, tensor.device)
+
+    def score():
+        return method_scores(method, tensor, beats.peaks, train_rows, config.fs, components=components)
+
+    clock = bench.time_cuda if on == "gpu" else bench.time_wall
+    return clock(score, label=f"{method} on {on}", warmup=warmup, repeat=repeat)
+
+
+def speedup_rows(
+    familiar: dict, fastest: dict, gpu: dict, *, training: pipeline.StageSpeedup, method: pipeline.StageSpeedup
+) -> tuple[list[pipeline.StageSpeedup], pipeline.StageSpeedup, pipeline.StageSpeedup]:
+    """The table of both paths: the shared stages, the VAE's training, the method's scoring, then the total of
+    the shared stages with the training (read to a trained VAE) and with the method (read to the method's
+    scores). Returns the rows and the two totals."""
+    with_vae = pipeline.stage_speedups(familiar, fastest, gpu, extra=(training,))
+    with_method = pipeline.stage_speedups(familiar, fastest, gpu, extra=(method,))
+    vae_total = _renamed(with_vae[-1], "total, read → trained VAE")
+    method_total = _renamed(with_method[-1], f"total, read → {method.stage.removeprefix('score: ')}")
+    return [*with_vae[:-1], method, vae_total, method_total], vae_total, method_total
+
+
+def _renamed(entry: pipeline.StageSpeedup, stage: str) -> pipeline.StageSpeedup:
+    return pipeline.StageSpeedup(stage, entry.cpu_familiar, entry.cpu_fastest, entry.gpu)

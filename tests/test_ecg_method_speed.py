@@ -1,0 +1,74 @@
+"""Timing the baseline table's best training-free method on the fastest CPU route (on the CPU)."""
+
+import numpy as np
+import pytest
+import torch
+
+from support.ecg import baselines, method_speed, pipeline, reading, synthetic
+
+
+@pytest.fixture(scope="module")
+def csv_and_config(tmp_path_factory):
+    ecg = synthetic.synthesize(hours=0.1, fs=250.0, seed=3, xp=np)
+    path = reading.write_csv(ecg.signal, tmp_path_factory.mktemp("ecg") / "ecg.csv")
+    return path, pipeline.PipelineConfig(fs=250.0, seed=3, progress=False)
+
+
+def test_the_best_training_free_method_ignores_the_trained_ones():
+    table = [
+        {"method": "VAE + RR", "class": "ectopic", "AUROC": 0.99},
+        {"method": "PCA", "class": "ectopic", "AUROC": 0.91},
+        {"method": "median distance", "class": "ectopic", "AUROC": 0.95},
+        {"method": "PCA", "class": "ventricular", "AUROC": 0.99},
+    ]
+    assert method_speed.best_training_free(table) == ("median distance", 0.95)
+    assert method_speed.best_training_free(table, "ventricular") == ("PCA", 0.99)
+    with pytest.raises(ValueError, match="training-free"):
+        method_speed.best_training_free([{"method": "VAE", "class": "ectopic", "AUROC": 1.0}])
+
+
+def test_the_fastest_cpu_route_makes_the_pipelines_beats(csv_and_config):
+    path, config = csv_and_config
+    fastest = method_speed.beats_on(path, config, on="cpu, fastest")
+    familiar = pipeline.find_beats(reading.read_signal(path, on="cpu").signal, config)
+    assert abs(len(fastest) - len(familiar)) <= 2
+    assert np.isin(fastest.peaks, familiar.peaks).mean() > 0.99
+    with pytest.raises(ValueError, match="on must be one of"):
+        method_speed.beats_on(path, config, on="tpu")
+
+
+def test_method_scores_are_the_baselines_own(csv_and_config):
+    path, config = csv_and_config
+    beats = method_speed.beats_on(path, config, on="cpu, fastest")
+    tensor = torch.from_numpy(beats.matrix)
+    train, _ = pipeline.split(len(beats), config.train_fraction, config.seed, tensor.device)
+    rr = method_speed.method_scores("RR prematurity", tensor, beats.peaks, train, config.fs)
+    assert torch.equal(rr, baselines.rr_prematurity(beats.peaks, config.fs))
+    pca = method_speed.method_scores("PCA", tensor, beats.peaks, train, config.fs, components=4)
+    expected = baselines.PCABaseline.fit(tensor[train], 4).scores(tensor)
+    assert torch.allclose(pca, expected, rtol=1e-4, atol=1e-6)
+    median = method_speed.method_scores("median distance", beats.matrix, beats.peaks, train, config.fs)
+    assert median.shape == (len(beats),)
+    with pytest.raises(ValueError, match="training-free"):
+        method_speed.method_scores("VAE", tensor, beats.peaks, train, config.fs)
+
+
+def test_time_method_on_the_cpu_and_the_two_totals(csv_and_config):
+    path, config = csv_and_config
+    timing = method_speed.time_method(path, config, "RR prematurity", on="cpu, fastest", warmup=0, repeat=2)
+    assert timing.clock == "wall" and len(timing.samples) == 2 and timing.median > 0
+    stages = {name: type(timing)(name, (seconds,), "wall") for name, seconds in (("read", 1.0), ("convolve", 2.0))}
+    gpu = {name: type(timing)(name, (0.1,), "cuda-events") for name in stages}
+    training = pipeline.StageSpeedup("train", 50.0, 50.0, 1.0)
+    method = pipeline.StageSpeedup("score: PCA", 0.5, 0.5, 0.05)
+    rows, vae_total, method_total = method_speed.speedup_rows(stages, stages, gpu, training=training, method=method)
+    assert [r.stage for r in rows] == [
+        "read",
+        "convolve",
+        "train",
+        "score: PCA",
+        "total, read → trained VAE",
+        "total, read → PCA",
+    ]
+    assert vae_total.cpu_fastest == pytest.approx(53.0) and vae_total.gpu == pytest.approx(1.2)
+    assert method_total.cpu_fastest == pytest.approx(3.5) and method_total.gpu == pytest.approx(0.25)
