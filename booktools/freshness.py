@@ -9,16 +9,16 @@ inside functions and by other ``support`` modules, which reading the notebook's 
 is computed where the code ran. (Modules imported only by a fresh process, and never by the kernel, are not in
 it; every chapter's fresh-process experiments import their module in the kernel as well.)
 
-:func:`freshness` compares a notebook's fingerprint with the files now: the outputs are *stale* when a file it
-ran changed or is gone, or its code cells changed; *never fingerprinted* when the notebook has none. The versions
-are shown, not compared (the machine that checks is rarely the one that ran). ``python -m booktools.notebooks
-fresh`` lists every published notebook that is not fresh; as a Sphinx extension (``_config.yml``,
-``sphinx: extra_extensions``) this module puts a visible note at the top of such a chapter when the book is
-built, so the note appears and disappears with the code.
-"""
+:func:`freshness` compares a notebook's fingerprint with the files now: the outputs are *stale* when a file it ran
+changed (its code: docstrings and comments do not count) or is gone, or its code cells changed; *never
+fingerprinted* when the notebook has none. The versions are shown, not compared (the machine that checks is rarely
+the one that ran). ``python -m booktools.notebooks fresh`` lists every published notebook that is not fresh; as a
+Sphinx extension (``_config.yml``, ``sphinx: extra_extensions``) this module puts a visible note at the top of such
+a chapter when the book is built, so the note appears and disappears with the code."""
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
 from collections.abc import Iterable, Mapping
@@ -61,8 +61,37 @@ del _book_fingerprint
 
 
 def file_hash(path: Path) -> str:
-    """The first 16 hex digits of the SHA-256 of a file's bytes."""
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
+    r"""The first 16 hex digits of the SHA-256 of the code a file holds: for a Python file its syntax tree with the
+    docstrings left out, so a corrected docstring, a comment or a reflowed line does not make the outputs of the
+    code stale (nothing a chapter printed came from them); for any other file its bytes.
+
+    >>> def code(text):
+    ...     return _code_of(text.encode(), ".py")
+    >>> code("def f():\n    'Old words.'\n    return 1  # one\n") == code("def f():\n\n    return 1\n")
+    True
+    >>> code("def f():\n    return 1\n") == code("def f():\n    return 2\n")
+    False
+    """
+    path = Path(path)
+    return hashlib.sha256(_code_of(path.read_bytes(), path.suffix)).hexdigest()[:16]
+
+
+def _code_of(data: bytes, suffix: str) -> bytes:
+    """What :func:`file_hash` hashes: a Python file's syntax tree without docstrings (positions left out), else
+    the bytes as they are (also for Python that does not parse)."""
+    if suffix != ".py":
+        return data
+    try:
+        tree = ast.parse(data)
+    except SyntaxError:
+        return data
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant):
+                if isinstance(body[0].value.value, str):
+                    node.body = body[1:] or [ast.Pass()]
+    return ast.dump(tree, annotate_fields=False).encode()
 
 
 def cells_hash(notebook: Mapping) -> str:

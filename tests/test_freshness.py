@@ -94,3 +94,13 @@ def test_the_published_notebooks_are_listed_and_the_listing_never_fails():
     not_fresh = [f"{name}: {state.line()}" for name, state in found.items() if not state.fresh]
     if not_fresh:
         warnings.warn("outputs older than their code:\n" + "\n".join(not_fresh), stacklevel=1)
+
+
+def test_a_corrected_docstring_or_comment_leaves_it_fresh_and_a_changed_line_of_code_does_not(tmp_path):
+    path = made_up_book(tmp_path)
+    (tmp_path / "support" / "tool.py").write_text(
+        '"""The tool."""\n\n\ndef answer():\n    """42."""\n    return 42  # sure\n'
+    )
+    assert freshness.report([path], tmp_path)["chapters/01_a.ipynb"].fresh
+    (tmp_path / "support" / "tool.py").write_text('"""The tool."""\n\n\ndef answer():\n    return 41 + 1\n')
+    assert freshness.report([path], tmp_path)["chapters/01_a.ipynb"].status == "stale"
