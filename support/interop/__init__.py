@@ -3,7 +3,12 @@
 - :mod:`~support.interop.handoffs`: :func:`share` (the zero-copy route, or the obstacle and its fix),
   :func:`same_memory`, the conversion table, the protocols each object speaks, stream recording;
 - :mod:`~support.interop.cai_sync`: what Numba's synchronisation on the CUDA Array Interface costs a launch,
-  measured in fresh processes.
+  measured in fresh processes;
+- :mod:`~support.interop.races`: stream races, route by route: does a consumer read an array before its producer
+  has written it?
+- :mod:`~support.interop.views`: one consumer for every producer, cuda.core's ``StridedMemoryView``;
+- :mod:`~support.interop.capsules`: what a DLPack capsule says about itself (name, version, flags), read with
+  :mod:`ctypes`.
 
 The names of :mod:`~support.interop.handoffs` are importable from here (``from support.interop import share``).
 """
