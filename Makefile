@@ -6,6 +6,7 @@
 #
 #   make book        build the HTML book into _build/html from the committed notebook outputs (no GPU needed)
 #   make test        unit tests, notebook checks, the book check, and nbval on every notebook this machine can run
+#   make test-fast   the inner loop: unit tests and doctests, no notebooks, no book build, no slow tests (< 1 min)
 #   make test-gpu    the same in your GPU environment (PYTHON, default python3); fails instead of skipping GPU notebooks
 #   make execute     on a GPU host: execute notebooks in place, record time, memory and claims (NOTEBOOKS=..., LABEL=...)
 #   make compare     on your GPU: run the chapters' claims (COMPARE=chapters/...) and print them beside the book's
@@ -13,6 +14,7 @@
 #   make workshop    the participant edition in _build/workshop/: chapters without solutions or outputs, their files, a README
 #   make rehearse    on a GPU of your own: SEATS participants at once under MPS (LIMIT each) run AGENDA; records in runs/
 #   make diagrams    redraw the explanatory diagrams into chapters/diagrams/ (booktools/diagrams.py)
+#   make regenerate  rewrite every generated file from the records: README table, claims page, needs file, diagrams
 #   make doctor      on a GPU server: can this machine run the book? one line per check, exit 1 on a blocker
 #   make gpu-env     on a GPU server: create .venv-gpu, upgrade its pip, install the `gpu` and `test` extras
 #   make resolve-gpu from any machine: uv's resolver for the `gpu` extra (CPython 3.12, manylinux_2_28), installs nothing
@@ -53,7 +55,7 @@ TORCH_PIN := import re, tomllib; extra = tomllib.load(open("pyproject.toml", "rb
 HAS_GPU_STACK := import sys, importlib.metadata as m; sys.exit(0 if {(d.metadata["Name"] or "").lower() for d in m.distributions()} & set(sys.argv[1:]) else 1)
 GPU_MARKERS := cudf-cu13 rmm-cu13 cupy-cuda13x cudf rmm cupy
 
-.PHONY: help book test test-gpu test-gpu-16gb execute compare lint clean doctor gpu-env resolve-gpu diagrams workshop rehearse
+.PHONY: help book test test-fast regenerate test-gpu test-gpu-16gb execute compare lint clean doctor gpu-env resolve-gpu diagrams workshop rehearse
 
 help:
 	@sed -n 's/^#   //p' Makefile
@@ -90,11 +92,20 @@ STATIC_CHANGED = $(shell [ -e _build/html/.buildinfo ] && find _static -newer _b
 book: $(BOOK_DEPS)
 	$(PY) -c 'from jupyter_book.cli.main import main; main()' build . --builder html --warningiserror --nitpick --keep-going $(if $(STATIC_CHANGED),--all)
 
+# pytest-xdist (in the test extra) spreads the tests over the cores, one test file to a worker (nbval runs a
+# notebook's cells in order, in one kernel); where it is not installed the tests run in one process. test-gpu runs
+# one notebook at a time on the GPU: XDIST= there.
+XDIST = $(shell $(PY) -c 'import xdist' 2>/dev/null && printf '%s' '-n auto --dist loadfile')
+
 test: $(TEST_DEPS)
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest $(XDIST) $(PYTEST_ARGS)
+
+# The inner loop: support/, booktools/ and tests/ without the tests marked slow; chapters/ (nbval) is not collected.
+test-fast: $(TEST_DEPS)
+	$(PY) -m pytest support booktools tests -m "not slow" -q $(XDIST) $(PYTEST_ARGS)
 
 test-gpu:
-	$(MAKE) test PYTHON=$(or $(strip $(PYTHON)),python3) PYTEST_ARGS="--require-gpu $(PYTEST_ARGS)"
+	$(MAKE) test XDIST= PYTHON=$(or $(strip $(PYTHON)),python3) PYTEST_ARGS="--require-gpu $(PYTEST_ARGS)"
 
 test-gpu-16gb:
 	$(or $(strip $(PYTHON)),python3) -m booktools.mps --limit 16G -- $(MAKE) test-gpu
@@ -114,6 +125,10 @@ rehearse:
 
 diagrams: $(TEST_DEPS)
 	$(PY) -m booktools.diagrams
+
+# Every generated file from the committed records (booktools/regenerate.py); tests/test_regenerate.py diffs them.
+regenerate: $(TEST_DEPS)
+	$(PY) -m booktools.regenerate
 
 doctor:
 	$(or $(strip $(PYTHON)),python3) -m booktools.doctor

@@ -18,6 +18,10 @@ import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+import nbclient
+import nbformat
+import yaml
+
 from booktools.paths import ROOT
 from support.env import BANNER_GPU_LINE
 
@@ -44,8 +48,6 @@ VOLATILE_NOTEBOOK_METADATA = ("widgets", "vscode", "papermill")
 
 def read_notebook(path: Path | str):
     """The notebook at ``path`` as an ``nbformat`` node (version 4)."""
-    import nbformat
-
     return nbformat.read(str(path), as_version=4)
 
 
@@ -72,8 +74,6 @@ def _toc_entries(node) -> Iterator[str]:
 
 def toc_files(root: Path = ROOT) -> list[str]:
     """Every file that ``_toc.yml`` lists, as written there (no suffix), in order."""
-    import yaml
-
     return list(_toc_entries(yaml.safe_load((root / "_toc.yml").read_text())))
 
 
@@ -112,7 +112,7 @@ def code_cells(notebook) -> list:
 def _python_source(cell_source: str) -> str:
     """Cell source with IPython syntax (magics, shell escapes) turned into Python."""
     try:
-        from IPython.core.inputtransformer2 import TransformerManager
+        from IPython.core.inputtransformer2 import TransformerManager  # noqa: PLC0415 - optional, see below
     except ImportError:
         return "\n".join("" if line.lstrip()[:1] in ("%", "!") else line for line in cell_source.splitlines())
     return TransformerManager().transform_cell(cell_source)
@@ -210,9 +210,6 @@ def execute_notebook(path: Path | str, timeout_s: int = 1800, kernel_name: str =
     any cell raised, the notebook on disk is left as it was, the run's outputs are written to
     :func:`failed_copy_of` the notebook, and :class:`NotebookFailed` names the failing cells.
     """
-    import nbclient
-    import nbformat
-
     path = Path(path)
     notebook = read_notebook(path)
     client = nbclient.NotebookClient(
