@@ -217,6 +217,7 @@ SLOW_DOCTESTS = (
     "support/ecg/cpu_peers.py::support.ecg.cpu_peers.oa_convolve_threaded",
     "support/why_gpus/speedups.py::support.why_gpus.speedups.identity_failures_parallel",
     "support/figures.py::support.figures",
+    "support/ecg/synthetic.py::support.ecg.synthetic",
 )
 
 

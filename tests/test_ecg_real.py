@@ -47,6 +47,7 @@ def test_the_cpu_is_named_with_the_threads_each_tool_used():
     assert all(len(line) <= 88 for line in cpu_peers.describe_cpu(info).splitlines())
 
 
+@pytest.mark.slow
 def test_training_is_timed_on_the_cpu_with_the_threads_restored():
     import torch
 

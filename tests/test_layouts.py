@@ -110,6 +110,7 @@ def test_speedup_workloads_on_the_cpu():
         speedups.make_frames(0, frames=pandas)
 
 
+@pytest.mark.slow
 def test_the_cpu_contenders_compute_what_the_familiar_code_computes():
     import polars
 
