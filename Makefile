@@ -6,6 +6,7 @@
 #
 #   make book        build the HTML book into _build/html from the committed notebook outputs (no GPU needed)
 #   make test        unit tests, notebook checks, the book check, and nbval on every notebook this machine can run
+#   make test-fast   the inner loop: unit tests and doctests, no notebooks, no book build, no slow tests (< 1 min)
 #   make test-gpu    the same in your GPU environment (GPU_PYTHON below); fails instead of skipping GPU notebooks
 #   make execute     on a GPU host: execute notebooks in place, record time, memory and claims (NOTEBOOKS=..., LABEL=...)
 #   make compare     on your GPU: run the chapters' claims (COMPARE=chapters/...) and print them beside the book's
@@ -15,6 +16,7 @@
 #   make workshop-archive  the participant edition as one zip, for the site's downloads (_build/site-extra/downloads/)
 #   make pdf         the whole book as one PDF (needs TeX: xelatex and latexmk; CI builds it), into the site's downloads
 #   make diagrams    redraw the explanatory diagrams into chapters/diagrams/ (booktools/diagrams.py)
+#   make regenerate  rewrite every generated file from the records: README table, claims page, needs file, diagrams
 #   make doctor      on a GPU server: can this machine run the book? one line per check, exit 1 on a blocker
 #   make gpu-env     on a GPU server: create .venv-gpu, upgrade its pip, install the `gpu` and `test` extras exactly as locked
 #   make lock        from any machine: re-resolve the `gpu` and `test` extras into the lock file (CPython 3.12, Linux x86_64) with uv
@@ -62,7 +64,7 @@ TORCH_PIN := import re, tomllib; extra = tomllib.load(open("pyproject.toml", "rb
 HAS_GPU_STACK := import sys, importlib.metadata as m; sys.exit(0 if {(d.metadata["Name"] or "").lower() for d in m.distributions()} & set(sys.argv[1:]) else 1)
 GPU_MARKERS := cudf-cu13 rmm-cu13 cupy-cuda13x cudf rmm cupy
 
-.PHONY: help book test test-gpu test-gpu-16gb execute compare lint clean doctor gpu-env resolve-gpu lock diagrams workshop workshop-archive pdf rehearse
+.PHONY: help book test test-fast regenerate test-gpu test-gpu-16gb execute compare lint clean doctor gpu-env resolve-gpu lock diagrams workshop workshop-archive pdf rehearse
 
 help:
 	@sed -n 's/^#   //p' Makefile
@@ -99,12 +101,21 @@ STATIC_CHANGED = $(shell [ -e _build/html/.buildinfo ] && find _static -newer _b
 book: $(BOOK_DEPS)
 	$(PY) -c 'from jupyter_book.cli.main import main; main()' build . --builder html --warningiserror --nitpick --keep-going $(if $(STATIC_CHANGED),--all)
 
+# pytest-xdist (in the test extra) spreads the tests over the cores, one test file to a worker (nbval runs a
+# notebook's cells in order, in one kernel); where it is not installed the tests run in one process. test-gpu runs
+# one notebook at a time on the GPU: XDIST= there.
+XDIST = $(shell $(PY) -c 'import xdist' 2>/dev/null && printf '%s' '-n auto --dist loadfile')
+
 test: $(TEST_DEPS)
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest $(XDIST) $(PYTEST_ARGS)
+
+# The inner loop: support/, booktools/ and tests/ without the tests marked slow; chapters/ (nbval) is not collected.
+test-fast: $(TEST_DEPS)
+	$(PY) -m pytest support booktools tests -m "not slow" -q $(XDIST) $(PYTEST_ARGS)
 
 test-gpu:
 	@$(GPU_READY) test-gpu
-	$(MAKE) test PYTHON=$(GPU_PYTHON) PYTEST_ARGS="--require-gpu $(PYTEST_ARGS)"
+	$(MAKE) test XDIST= PYTHON=$(GPU_PYTHON) PYTEST_ARGS="--require-gpu $(PYTEST_ARGS)"
 
 test-gpu-16gb:
 	@$(GPU_READY) test-gpu-16gb
@@ -143,6 +154,10 @@ rehearse:
 
 diagrams: $(TEST_DEPS)
 	$(PY) -m booktools.diagrams
+
+# Every generated file from the committed records (booktools/regenerate.py); tests/test_regenerate.py diffs them.
+regenerate: $(TEST_DEPS)
+	$(PY) -m booktools.regenerate
 
 doctor:
 	$(GPU_PYTHON) -m booktools.doctor

@@ -140,3 +140,93 @@ def close_figures():
 
     if "matplotlib.pyplot" in sys.modules:
         sys.modules["matplotlib.pyplot"].close("all")
+
+
+# ---- fixtures every test may ask for (RMM's conftest style: fakes of the machine, temporary records) --------
+
+
+@pytest.fixture
+def fake_gpu(monkeypatch):
+    """Make this process see made-up GPUs: ``fake_gpu()`` is one H100 80GB, ``fake_gpu(name=..., memory_gib=...,
+    count=2)`` others, ``fake_gpu(gpus=(gpu, ...))`` the ones given, ``fake_gpu(problem="no NVIDIA driver")`` none.
+    Whatever reads the cached probe of :mod:`support.env` (``require_gpu``, ``banner``, ``needs.check_gpu``,
+    ``bench.time_cuda``) sees it; returns the probe."""
+
+    def install(
+        name: str = "NVIDIA H100 80GB HBM3",
+        memory_gib: float = 80,
+        *,
+        count: int = 1,
+        compute_capability: tuple[int, int] = (9, 0),
+        cuda_version: str = "13.0",
+        driver_version: str | None = "580.159.04",
+        problem: str | None = None,
+        gpus: tuple[env.Gpu, ...] | None = None,
+    ) -> env.GpuProbe:
+        if problem is not None:
+            probe = env.GpuProbe(problem=problem)
+        else:
+            memory = int(memory_gib * 2**30)
+            gpus = gpus or tuple(env.Gpu(i, name, memory, compute_capability, 132) for i in range(count))
+            probe = env.GpuProbe(gpus=gpus, cuda_version=cuda_version, driver_version=driver_version)
+        monkeypatch.setattr(env, "_probe_once", lambda: probe)
+        return probe
+
+    return install
+
+
+@pytest.fixture
+def records(tmp_path, monkeypatch):
+    """Temporary record files, empty: ``records.runs`` (chapter runs), ``records.claims``, ``records.needs`` and
+    ``records.claims_log`` (the log :mod:`support.claims` appends to, which this fixture points it at). Pass them
+    to ``booktools.runs`` / ``booktools.evidence`` / ``support.needs``, whose defaults are the committed files."""
+    found = _Records(tmp_path / "runs")
+    found.folder.mkdir()
+    monkeypatch.setenv(claims.LOG_VARIABLE, str(found.claims_log))
+    return found
+
+
+class _Records:
+    """The paths of the ``records`` fixture."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+        self.runs = folder / "chapter_runs.json"
+        self.claims = folder / "claims.json"
+        self.needs = folder / "chapter_needs.json"
+        self.claims_log = folder / "claims.jsonl"
+
+
+@pytest.fixture(autouse=True)
+def reset_global_state():
+    """Undo what a test left in process-wide state: environment variables it set without ``monkeypatch``, and a
+    GPU probe cached while it ran (a probe made under a test's stand-in driver must not serve the next test)."""
+    environment = dict(os.environ)
+    probed_before = env._probe_once.cache_info().currsize
+    yield
+    if probed_before == 0 and env._probe_once.cache_info().currsize:
+        env._probe_once.cache_clear()
+    if os.environ != environment:
+        os.environ.clear()
+        os.environ.update(environment)
+
+
+#: Doctests that compile kernels or start processes and threads (seconds each): ``make test-fast`` leaves them out.
+SLOW_DOCTESTS = (
+    "support/ecg/kernels.py::support.ecg.kernels",
+    "support/ecg/cpu_peers.py::support.ecg.cpu_peers.oa_convolve_threaded",
+    "support/why_gpus/speedups.py::support.why_gpus.speedups.identity_failures_parallel",
+    "support/figures.py::support.figures",
+    "support/ecg/synthetic.py::support.ecg.synthetic",
+)
+
+
+@pytest.hookimpl(specname="pytest_collection_modifyitems", tryfirst=True)
+def pytest_collection_modifyitems_marks(config, items):
+    """The default time limit (``timeout`` in pyproject.toml) is for tests; a notebook cell on a GPU may run for
+    minutes, and nbval's own cell timeout holds it. Doctests cannot carry a marker: the slow ones are named here."""
+    for item in items:
+        if _is_notebook_node(item):
+            item.add_marker(pytest.mark.timeout(0))
+        elif item.nodeid in SLOW_DOCTESTS:
+            item.add_marker(pytest.mark.slow)

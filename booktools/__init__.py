@@ -1,23 +1,25 @@
 """The book's own tooling: what builds, executes, measures and checks the book. Chapters never import it.
 
-=============  ==========================================================================  ======================
-module         what                                                                        command
-=============  ==========================================================================  ======================
-``paths``      where the book's files are (the one place that finds the repository)
-``notebooks``  notebook housekeeping: ready to publish?, execute in place
-``freshness``  do a chapter's outputs still come from its code? (the book's note)
-``runs``       measured runs (time, peak memory, claims), the README's table, needs        ``make execute``
-``agendas``    the workshop's agendas: slots, and the chapters a participant runs
-``teaching``   the teachers' page's tables, from the runs
-``evidence``   the claims on record, the page Claims and evidence                          ``make compare``
-``workshop``   the participant edition                                                     ``make workshop``
-``diagrams``   the explanatory pictures in ``chapters/diagrams/``                          ``make diagrams``
-``doctor``     can this machine run the book?                                              ``make doctor``
-``gpu_ready``  can this Python run a GPU target here? one line before it starts            ``make compare`` etc.
-``mps``        one GPU shared by several processes under CUDA MPS limits                   ``python -m ...mps``
-``resolve``    uv's resolver for the ``gpu`` extra, installing nothing                     ``make resolve-gpu``
-``edition``    the book's version in the page header, and the site's downloads             ``make book``
-=============  ==========================================================================  ======================
+==============  ====================================================================  =====================
+module          what                                                                  command
+==============  ====================================================================  =====================
+``paths``       where the book's files are (the one place that finds the repository)
+``notebooks``   notebook housekeeping: ready to publish?, execute in place
+``freshness``   do a chapter's outputs still come from its code? (the book's note)
+``runs``        measured runs (time, peak memory, claims), the README's table, needs  ``make execute``
+``agendas``     the workshop's agendas: slots, and the chapters a participant runs
+``teaching``    the teachers' page's tables, from the runs
+``evidence``    the claims on record, the page Claims and evidence                    ``make compare``
+``workshop``    the participant edition                                               ``make workshop``
+``rehearse``    a workshop's seats run at once under MPS, and their records           ``make rehearse``
+``diagrams``    the explanatory pictures in ``chapters/diagrams/``                    ``make diagrams``
+``regenerate``  every generated file rewritten from the records                       ``make regenerate``
+``doctor``      can this machine run the book?                                        ``make doctor``
+``gpu_ready``   can this Python run a GPU target here? one line before it starts      ``make compare`` etc.
+``mps``         one GPU shared by several processes under CUDA MPS limits             ``python -m ...mps``
+``resolve``     uv's resolver for the ``gpu`` extra, installing nothing               ``make resolve-gpu``
+``edition``     the book's version in the page header, and the site's downloads       ``make book``
+==============  ====================================================================  =====================
 
 It may import :mod:`support` (the chapters' package); :mod:`support` never imports it.
 """

@@ -25,7 +25,10 @@ import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from support import env
+import numpy as np
+from packaging.version import InvalidVersion, Version
+
+from support import env, needs
 from support.units import GIB
 
 NEEDED_CUDA_MAJOR = 13
@@ -70,8 +73,6 @@ class Machine:
 
 def _release(text: str | None) -> tuple[int, ...]:
     """The release numbers of a version string (``"2.11.0+cu130"`` -> ``(2, 11, 0)``); () when there is none."""
-    from packaging.version import InvalidVersion, Version
-
     try:
         return Version(text or "").release
     except InvalidVersion:
@@ -227,7 +228,6 @@ def _tiny_work() -> dict[str, Callable[[], None]]:
         assert int(cupy.arange(4).sum()) == 6
 
     def numba_kernel():
-        import numpy as np
         from numba import cuda
 
         @cuda.jit
@@ -280,8 +280,6 @@ def _torch_cuda() -> str | None:
 def most_needed() -> int | None:
     """Bytes the most demanding chapter needs: the largest of the chapters' measured needs
     (:mod:`support.needs`), None when none was measured under a limit."""
-    from support import needs
-
     measured = [need.peak_bytes for need in needs.load().values()]
     return max(measured) if measured else None
 

@@ -19,6 +19,11 @@ import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+import nbclient
+import nbformat
+import yaml
+
+from booktools import freshness
 from booktools.paths import ROOT
 from support.env import BANNER_GPU_LINE
 
@@ -46,8 +51,6 @@ VOLATILE_NOTEBOOK_METADATA = ("widgets", "vscode", "papermill")
 
 def read_notebook(path: Path | str):
     """The notebook at ``path`` as an ``nbformat`` node (version 4)."""
-    import nbformat
-
     return nbformat.read(str(path), as_version=4)
 
 
@@ -74,8 +77,6 @@ def _toc_entries(node) -> Iterator[str]:
 
 def toc_files(root: Path = ROOT) -> list[str]:
     """Every file that ``_toc.yml`` lists, as written there (no suffix), in order."""
-    import yaml
-
     return list(_toc_entries(yaml.safe_load((root / "_toc.yml").read_text())))
 
 
@@ -119,7 +120,7 @@ def code_cells(notebook) -> list:
 def _python_source(cell_source: str) -> str:
     """Cell source with IPython syntax (magics, shell escapes) turned into Python."""
     try:
-        from IPython.core.inputtransformer2 import TransformerManager
+        from IPython.core.inputtransformer2 import TransformerManager  # noqa: PLC0415 - optional, see below
     except ImportError:
         return "\n".join("" if line.lstrip()[:1] in ("%", "!") else line for line in cell_source.splitlines())
     return TransformerManager().transform_cell(cell_source)
@@ -218,11 +219,6 @@ def execute_notebook(path: Path | str, timeout_s: int = 1800, kernel_name: str =
     any cell raised, the notebook on disk is left as it was, the run's outputs are written to
     :func:`failed_copy_of` the notebook, and :class:`NotebookFailed` names the failing cells.
     """
-    import nbclient
-    import nbformat
-
-    from booktools import freshness
-
     path = Path(path)
     notebook = read_notebook(path)
     notebook.cells.append(nbformat.v4.new_code_cell(freshness.PROBE_SOURCE))  # removed after the run
@@ -281,8 +277,6 @@ def _main(argv: Iterable[str] | None = None) -> int:
                 status = 1
         return status
     if args.command == "fresh":
-        from booktools import freshness
-
         found = freshness.report(args.notebooks or published_notebooks())
         for name, state in found.items():
             if not state.fresh:

@@ -29,7 +29,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -39,8 +41,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from booktools import mps, teaching, workshop
+from booktools.notebooks import NotebookFailed, execute_notebook
 from booktools.paths import ROOT, RUNS
-from booktools.runs import limit_bytes
+from booktools.runs import MemorySampler, gpu_memory_used, limit_bytes
+from support import env
 from support.units import GIB
 
 RECORDS = RUNS / "rehearsals.json"
@@ -209,9 +213,6 @@ def run_seat(
     """Execute ``chapters`` in ``folder`` in order, going on after a failure (a failed cell, a dead kernel, a
     timeout); return each chapter's result and the peak of GPU memory the seat's processes held. With ``out``,
     what the seat has finished is written there after every chapter, so a seat stopped later keeps it."""
-    from booktools.notebooks import NotebookFailed, execute_notebook
-    from booktools.runs import MemorySampler
-
     execute = execute or execute_notebook
     results: list[ChapterAtSeat] = []
     with MemorySampler(read, interval=0.5) as sampler:
@@ -274,9 +275,6 @@ def check_installed(environment: dict[str, str], folder: Path) -> None:
 
 def stop(process: subprocess.Popen, grace: float = 10) -> None:
     """Stop a seat and the kernels it started (its process group): SIGTERM, then SIGKILL after ``grace`` s."""
-    import os
-    import signal
-
     for sig, wait_s in ((signal.SIGTERM, grace), (signal.SIGKILL, grace)):
         if process.poll() is not None:
             return
@@ -314,8 +312,6 @@ def rehearse(
     """Run ``seats`` seats of ``agenda`` (or of ``chapters``, a part of it) at once under MPS with ``limit`` each;
     return what happened. A seat still running after ``timeout_s`` is stopped; failed notebooks are copied to
     ``keep`` (a folder per seat) when given."""
-    from booktools.runs import MemorySampler, gpu_memory_used
-
     planned = teaching.agenda(agenda)
     chapters = list(chapters or planned)
     unknown = [name for name in chapters if name not in planned]
@@ -381,8 +377,6 @@ def keep_failed(folders: Sequence[tuple[Path, str]], keep: Path) -> None:
 
 def this_gpu() -> tuple[str, str, int]:
     """GPU 0's name, the driver's version and the card's total memory, or :class:`RehearsalError` without one."""
-    from support import env
-
     probe = env.probe_gpus()
     found = env.card_memory()
     if not probe.available or found is None:

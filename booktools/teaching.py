@@ -5,6 +5,7 @@ needs a GPU, and nothing here extrapolates: a seat count is stated only where a 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -82,8 +83,6 @@ def share_for(chapters: Sequence[str], groups: Sequence[RunGroup] | None = None)
 
 def errors_in_log(path: Path) -> list[str]:
     """The distinct errors a pytest log reports (``SomethingError: message`` lines, colours stripped), in order."""
-    import re
-
     if not path.exists():
         return []
     text = re.sub(r"\x1b\[[0-9;]*m", "", path.read_text(errors="replace"))

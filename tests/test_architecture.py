@@ -1,72 +1,63 @@
-"""The package's architecture as a maintainer reads it: chapters' code never imports the book's tooling, no module
-imports itself back through others (every import counts, those inside functions too), and the package's table of
-contents lists every subpackage and shared module there is."""
+"""The package's architecture as a maintainer reads it: the import contracts hold (import-linter, configured in
+pyproject.toml's [tool.importlinter]: chapters' code never imports the book's tooling, and no package's modules
+import each other in a circle, those inside functions too), lazy imports are kept for the GPU libraries (ruff's
+PLC0415 with TID253, [tool.ruff.lint]), and the tables of contents list every module there is."""
 
 from __future__ import annotations
 
 import ast
+import importlib.util
+import subprocess
+import sys
+import tomllib
 
-from booktools.paths import ROOT
+import pytest
 
-PACKAGES = ("support", "booktools")
-
-
-def module_name(path) -> str:
-    parts = list(path.relative_to(ROOT).with_suffix("").parts)
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
-def modules() -> dict[str, set[str]]:
-    """Every module of the two packages and the modules of the two packages it imports, anywhere in its code."""
-    found = {}
-    paths = [p for package in PACKAGES for p in (ROOT / package).rglob("*.py")]
-    names = {module_name(p) for p in paths}
-    for path in paths:
-        name, imported = module_name(path), set()
-        package = name if path.stem == "__init__" else name.rpartition(".")[0]
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Import):
-                imported |= {alias.name for alias in node.names}
-            elif isinstance(node, ast.ImportFrom):
-                base = node.module or ""
-                if node.level:
-                    base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + [base]).strip(".")
-                imported |= {f"{base}.{alias.name}" for alias in node.names} | {base}
-        found[name] = {target for target in imported if target in names and target != name}
-    return found
+from booktools.paths import PYPROJECT, ROOT
 
 
-def test_the_chapters_package_never_imports_the_books_tooling():
-    leaks = {name: sorted(t for t in targets if t.startswith("booktools")) for name, targets in modules().items()}
-    assert {name: t for name, t in leaks.items() if name.startswith("support") and t} == {}
+def test_the_import_contracts_hold(skip_or_fail):
+    """``lint-imports`` (import-linter) checks the contracts; its report names each broken one and the imports."""
+    if importlib.util.find_spec("importlinter") is None:
+        skip_or_fail("import-linter is not installed here (the test extra has it: pip install -e '.[test]')")
+    done = subprocess.run(
+        [sys.executable, "-c", "from importlinter.cli import lint_imports_command; lint_imports_command()"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    contracts = tomllib.loads(PYPROJECT.read_text())["tool"]["importlinter"]["contracts"]
+    assert f"Contracts: {len(contracts)} kept, 0 broken." in done.stdout
 
 
-def test_no_module_imports_itself_back():
-    graph = modules()
-    cycles = set()
-
-    def visit(name, path):
-        for target in graph.get(name, ()):
-            if target in path:
-                cycle = path[path.index(target) :]
-                cycles.add(" -> ".join([*cycle, target]))
-            elif len(path) < 12:
-                visit(target, [*path, target])
-
-    for start in graph:
-        visit(start, [start])
-    packages_importing_their_own_modules = {c for c in cycles if not _is_package_reexport(c)}
-    assert packages_importing_their_own_modules == set()
+def test_the_contracts_name_what_the_old_rules_named():
+    """support never imports booktools, and no package has a circle among its modules."""
+    config = tomllib.loads(PYPROJECT.read_text())["tool"]["importlinter"]
+    kinds = {(c["type"], tuple(c.get("source_modules", c.get("ancestors", [])))) for c in config["contracts"]}
+    assert ("forbidden", ("support",)) in kinds
+    assert ("acyclic_siblings", ("support", "booktools")) in kinds
 
 
-def _is_package_reexport(cycle: str) -> bool:
-    """A package's ``__init__`` that re-exports one of its modules, which imports a sibling through the package,
-    is one module under two names, not a circle: only that two-step cycle is let through."""
-    steps = cycle.split(" -> ")
-    if len(steps) != 3:
-        return False
-    a, b = steps[0], steps[1]
-    return b.startswith(a + ".") or a.startswith(b + ".")
+def test_lazy_imports_are_for_the_gpu_libraries_only(skip_or_fail):
+    """ruff's PLC0415 (an import inside a function) is on for booktools/ and tests/, and lets through only the
+    libraries of banned-module-level-imports (TID253), which there must not be imported at the top."""
+    if importlib.util.find_spec("ruff") is None:
+        skip_or_fail("ruff is not installed here (the test extra has it: pip install -e '.[test]')")
+    command = [sys.executable, "-m", "ruff"]
+    done = subprocess.run(
+        [*command, "check", "--select", "PLC0415,TID253", "--output-format", "concise", "booktools", "tests"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-1000:]
+    lazy = tomllib.loads(PYPROJECT.read_text())["tool"]["ruff"]["lint"]["flake8-tidy-imports"]
+    assert {"cupy", "cudf", "rmm", "numba", "torch", "jax"} <= set(lazy["banned-module-level-imports"])
+
+
+def _listed(init_source: str) -> str:
+    return ast.get_docstring(ast.parse(init_source)) or ""
 
 
 def test_the_package_table_of_contents_lists_what_there_is():
@@ -75,3 +66,23 @@ def test_the_package_table_of_contents_lists_what_there_is():
     shown = [e for e in entries if not e.startswith(("_", ".")) and e not in ("chapter_needs",) and "." not in e]
     missing = [e for e in shown if f"``{e}``" not in table]
     assert missing == [], f"support/__init__.py does not list: {missing}"
+
+
+def test_the_tooling_table_of_contents_lists_every_module():
+    table = _listed((ROOT / "booktools" / "__init__.py").read_text())
+    missing = [p.stem for p in (ROOT / "booktools").glob("*.py") if not p.stem.startswith("_")]
+    missing = [name for name in missing if f"``{name}``" not in table]
+    assert missing == [], f"booktools/__init__.py does not list: {missing}"
+
+
+SUBPACKAGES = sorted(p.parent for p in (ROOT / "support").glob("*/__init__.py"))
+
+
+@pytest.mark.parametrize("package", SUBPACKAGES, ids=lambda p: p.name)
+def test_each_subpackage_lists_its_modules(package):
+    """A subpackage's ``__init__`` docstring names each of its modules as ``support.<package>.<module>`` (the
+    way :mod:`~support.memory.pools` is written), so a reader finds the one idea of each."""
+    table = _listed((package / "__init__.py").read_text())
+    modules = sorted(p.stem for p in package.glob("*.py") if not p.stem.startswith("_"))
+    missing = [name for name in modules if f"support.{package.name}.{name}`" not in table]
+    assert modules and missing == [], f"support/{package.name}/__init__.py does not list: {missing}"

@@ -103,8 +103,8 @@ def test_time_wall_rejects_something_that_is_not_a_function():
         time_wall(42)
 
 
-def test_time_cuda_without_gpu_says_so(monkeypatch):
-    monkeypatch.setattr(env, "_probe_once", lambda: env.GpuProbe(problem="no NVIDIA driver"))
+def test_time_cuda_without_gpu_says_so(fake_gpu):
+    fake_gpu(problem="no NVIDIA driver")
     with pytest.raises(env.GpuUnavailableError, match="needs a CUDA GPU"):
         time_cuda(lambda: None)
 

@@ -1,12 +1,15 @@
 """The book builds from the committed outputs (``make book``) and every page loads in a real browser."""
 
+import functools
 import importlib.util
 import re
 import shlex
 import shutil
 import subprocess
 import sys
+import threading
 from html.parser import HTMLParser
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
@@ -25,6 +28,12 @@ CHROMIUM_FLAGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
+
+
+def reads_the_built_book(test):
+    """A test of the built book: slow, and the build (``make book``, up to 900 s) counts in the time of the first
+    one that runs, so its time limit is longer than the default."""
+    return pytest.mark.timeout(1200)(pytest.mark.slow(test))
 
 
 @pytest.fixture(scope="module")
@@ -46,11 +55,13 @@ def built_pages(html_root: Path) -> list[Path]:
     return sorted(p for p in html_root.rglob("*.html") if "_static" not in p.parts and "_sources" not in p.parts)
 
 
+@reads_the_built_book
 def test_make_book_builds_every_chapter(built_book):
     for entry in notebooks.toc_files():
         assert (built_book / f"{entry}.html").is_file(), f"{entry} was not built"
 
 
+@reads_the_built_book
 def test_chapters_and_their_exercises_are_numbered_as_the_prose_says(built_book):
     """The prose says "chapter 4": the sidebar and the title number chapter NN as NN (the root page, chapter 0, and
     the pages for teachers and reviewers are not numbered), and exercises are numbered within their chapter
@@ -118,6 +129,7 @@ def test_every_image_tells_a_screen_reader_what_it_shows(built_book):
     assert problems == [], "\n".join(problems)
 
 
+@reads_the_built_book
 def test_every_image_in_the_book_exists(built_book):
     for page in built_pages(built_book):
         parser = _ImageSources()
@@ -144,9 +156,6 @@ def _chromium() -> str | None:
 def served_book(built_book):
     """The built book served over HTTP on this machine, as a reader's browser loads it (``file://`` pages may not
     load fonts); yields its base URL."""
-    import functools
-    import threading
-    from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 
     class Quiet(SimpleHTTPRequestHandler):
         def log_message(self, *args):
@@ -162,6 +171,7 @@ def served_book(built_book):
         server.server_close()
 
 
+@reads_the_built_book
 def test_every_page_loads_in_headless_chromium(built_book, served_book, skip_or_fail):
     """One pass over every page at a laptop's width: every request and image loads, every image has alt text in
     words (not a file name), every code cell (in the text,

@@ -1,10 +1,13 @@
 """booktools.notebooks: what makes a notebook ready to publish, and executing one (on the CPU)."""
 
+import warnings
+
 import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
 from booktools import notebooks
+from support.env import Gpu, GpuProbe
 
 BANNER = "GPU 0: NVIDIA H100 80GB HBM3 · 79.2 GiB · compute capability 9.0 · 132 SMs\n"
 
@@ -73,8 +76,6 @@ def test_a_cpu_notebook_needs_no_gpu_banner():
 
 
 def test_too_few_gpus_says_how_many_are_needed():
-    from support.env import Gpu, GpuProbe
-
     gpu = Gpu(0, "NVIDIA H100 80GB HBM3", 80 * 2**30, (9, 0), 132)
     one = GpuProbe(gpus=(gpu,), cuda_version="13.0")
     assert notebooks.too_few_gpus(1, one) is None and notebooks.too_few_gpus(0, one) is None
@@ -106,6 +107,7 @@ def test_toc_files_walks_parts_chapters_and_sections(tmp_path):
     assert notebooks.toc_files(tmp_path) == ["intro", "chapters/01_a", "chapters/01_b", "chapters/02_c"]
 
 
+@pytest.mark.slow
 def test_execute_notebook_runs_in_the_notebooks_folder(tmp_path):
     notebook = new_notebook(cells=[new_code_cell("import os\nprint(os.path.basename(os.getcwd()))")])
     notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
@@ -120,6 +122,7 @@ def test_execute_notebook_runs_in_the_notebooks_folder(tmp_path):
     assert "execution" not in cell.metadata
 
 
+@pytest.mark.slow
 def test_a_failing_notebook_runs_every_cell_and_leaves_the_original_alone(tmp_path):
     cells = [new_code_cell("raise ValueError('first')"), new_code_cell("print('second ran')"), new_code_cell("1 / 0")]
     notebook = new_notebook(cells=cells)
@@ -148,8 +151,6 @@ def test_command_line_rejects_incomplete_commands(argv):
 
 
 def test_strict_warnings_raise_the_libraries_deprecations_and_leave_the_others(tmp_path):
-    import warnings
-
     startup = notebooks.strict_warnings(tmp_path)
     assert startup.parent == tmp_path / "profile_default" / "startup"
     with warnings.catch_warnings():

@@ -4,11 +4,13 @@ the committed records give, and every recorded claim shows in its notebook's out
 
 from __future__ import annotations
 
+import configparser
 import json
 import re
 
 import numpy as np
 import pytest
+from IPython.core.formatters import DisplayFormatter
 
 from booktools import evidence, notebooks
 from support import claims
@@ -62,8 +64,6 @@ def test_numpy_values_are_recorded_and_printed_as_python_values(logged, capsys):
 
 
 def test_a_cell_that_ends_with_a_claim_shows_only_its_line():
-    from IPython.core.formatters import DisplayFormatter
-
     claim = claims.holds("t.shown", True, control=False, control_is="c", says="s")
     assert DisplayFormatter().format(claim) == ({}, {})
 
@@ -119,8 +119,6 @@ def test_beating_the_control_means_strictly_better_and_a_factor_below_one_is_ref
 
 
 def test_a_claim_is_one_line_and_the_sanitizer_keeps_its_name_verdict_and_what_follows(capsys):
-    import configparser
-
     claims.at_least("t.long", 0.93, 0.9, says="s", control=0.5, control_is="a very long description " * 6)
     print("  an indented line that follows")
     out = capsys.readouterr().out

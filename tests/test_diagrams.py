@@ -6,9 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from booktools import diagrams
+from booktools import diagrams, notebooks
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(diagrams.DIAGRAMS))
 def test_the_committed_diagram_is_what_the_code_draws(name, tmp_path):
     import matplotlib.image
@@ -22,13 +23,12 @@ def test_the_committed_diagram_is_what_the_code_draws(name, tmp_path):
 
 
 def test_every_diagram_is_shown_in_a_chapter():
-    from booktools import notebooks
-
     text = "".join(path.read_text() for path in notebooks.chapter_notebooks())
     for name in diagrams.DIAGRAMS:
         assert f"diagrams/{name}.png" in text, f"no chapter shows {name}"
 
 
+@pytest.mark.slow
 def test_the_aos_diagram_counts_the_sectors_a_warp_moves():
     figure = diagrams.draw_aos_vs_soa(threads=8)
     texts = [text.get_text() for text in figure.axes[0].texts]

@@ -6,6 +6,7 @@ import pytest
 
 from booktools import doctor
 from booktools.doctor import GIB, Machine, Memory
+from booktools.paths import ROOT
 from support.env import Gpu, GpuProbe
 
 H100 = Gpu(0, "NVIDIA H100 80GB HBM3", 80 * GIB, (9, 0), 132)
@@ -108,8 +109,6 @@ def test_a_cpu_only_torch_is_a_blocker(monkeypatch, capsys, torch, torch_cuda, f
 
 
 def test_the_doctor_s_fix_is_the_readme_s_gpu_install():
-    from booktools.paths import ROOT
-
     readme = (ROOT / "README.md").read_text()
     for words in ('pip install -e ".[gpu,test]"', "make gpu-env", "conda env create -f environment.yml"):
         assert words in doctor.INSTALL_FIX and words in readme, words

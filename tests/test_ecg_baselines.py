@@ -2,7 +2,7 @@
 
 import numpy as np
 import pytest
-import torch
+import torch  # noqa: TID253 - these tests need it: without it they cannot run
 
 from support.ecg import baselines, events, metrics, synthetic
 

@@ -11,6 +11,7 @@ import math
 import os
 import subprocess
 import sys
+import tracemalloc
 
 import numpy as np
 import pytest
@@ -94,6 +95,7 @@ def test_no_gpu_says_so_and_names_the_cpu_route(capsys, tmp_path, monkeypatch):
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.slow
 def test_a_refusal_is_fast_imports_no_gpu_library_and_prints_no_traceback(tmp_path):
     code = (
         "import sys\n"
@@ -111,6 +113,7 @@ def test_a_refusal_is_fast_imports_no_gpu_library_and_prints_no_traceback(tmp_pa
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.slow
 def test_a_run_too_large_for_the_memory_is_refused_with_both_sizes(capsys, tmp_path, monkeypatch):
     monkeypatch.setattr(cli, "available_memory", lambda device: 2 * 2**30)
     err = refusal(capsys, ["--device", "cpu", "--hours", "40", "--out", str(tmp_path / "run")])
@@ -119,9 +122,8 @@ def test_a_run_too_large_for_the_memory_is_refused_with_both_sizes(capsys, tmp_p
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.slow
 def test_synthesis_needs_no_more_memory_per_sample_than_the_command_line_plans_for():
-    import tracemalloc
-
     synthetic.synthesize(seconds=60, fs=250.0)  # imports and first-call costs out of the way
     tracemalloc.start()
     try:
@@ -147,6 +149,7 @@ def _torch_out_of_memory(*args, **kwargs):
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("fail", "asked"), [(_numpy_out_of_memory, "1048576.00 GiB"), (_torch_out_of_memory, "2.50 GiB")]
 )
@@ -173,6 +176,7 @@ def test_the_size_asked_is_read_from_each_library_s_message(message, expected):
     assert cli.asked_bytes(MemoryError(message)) == expected
 
 
+@pytest.mark.slow
 def test_a_file_that_is_not_an_ecg_leaves_no_out_folder(capsys, tmp_path):
     bad = tmp_path / "words.csv"
     bad.write_text("mv\n" + "hello\n" * 5000)
@@ -181,6 +185,8 @@ def test_a_file_that_is_not_an_ecg_leaves_no_out_folder(capsys, tmp_path):
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(900)
 def test_a_two_column_csv_asks_for_column_and_column_reads_it(capsys, tmp_path, two_column_csv):
     out = tmp_path / "run"
     common = ["--device", "cpu", "--input", str(two_column_csv), "--out", str(out), "--no-progress"]

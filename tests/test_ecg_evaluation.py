@@ -2,9 +2,9 @@
 
 import numpy as np
 import pytest
-import torch
+import torch  # noqa: TID253 - these tests need it: without it they cannot run
 
-from support.ecg import evaluation, synthetic, vae
+from support.ecg import evaluation, plots, synthetic, vae
 
 
 def test_random_split_is_a_partition_drawn_on_the_host_and_the_time_split_keeps_order():
@@ -100,6 +100,8 @@ def test_choose_model_keeps_the_best_validation_epoch_and_prefers_fewer_dimensio
         evaluation.choose_model(torch.zeros(4, 8), torch.zeros(5, 8), anomalous)
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(600)
 def test_the_evaluation_runs_end_to_end_on_a_short_cpu_recording():
     ecg = synthetic.synthesize(seconds=1800, seed=4, ectopic_rate=0.08, noise_rate=0.03)
     row = evaluation.evaluate_recording(ecg, latents=(2,), epochs=4, seed=4)
@@ -111,7 +113,6 @@ def test_score_histogram_draws_one_line_per_context_and_the_threshold():
     import matplotlib
 
     matplotlib.use("Agg")
-    from support.ecg import plots
 
     contexts = np.array(["normal"] * 50 + ["ventricular"] * 5 + ["normal after an ectopic beat"] * 5)
     scores = np.r_[np.linspace(1, 2, 50), np.linspace(10, 20, 5), np.linspace(1, 3, 5)]

@@ -5,12 +5,14 @@ import json
 
 import numpy as np
 import pytest
-import torch
+import torch  # noqa: TID253 - these tests need it: without it they cannot run
 
 from support import traffic
+from support.bench import Timing
 from support.ecg import __main__ as cli
 from support.ecg import beats as beat_tools
-from support.ecg import metrics, pipeline, reading, synthetic, vae
+from support.ecg import metrics, pipeline, plots, reading, synthetic, vae
+from support.why_gpus.speedups import speedup_figure
 
 
 def brute_force_auroc(scores, labels):
@@ -36,6 +38,8 @@ def test_metrics_refuse_what_cannot_be_measured():
         metrics.auroc([np.nan, 0.2], [0, 1])
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(900)
 def test_vae_learns_normal_beats_and_scores_an_odd_one_higher():
     torch.manual_seed(0)
     t = torch.linspace(-1, 1, 64)
@@ -65,6 +69,8 @@ def short_recording(tmp_path_factory):
     return folder, path, ecg
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(900)
 def test_pipeline_on_the_cpu_finds_the_beats_and_the_anomalies(short_recording):
     _, path, ecg = short_recording
     config = pipeline.PipelineConfig(epochs=10, progress=False)
@@ -85,13 +91,11 @@ def test_pipeline_on_the_cpu_finds_the_beats_and_the_anomalies(short_recording):
     assert np.array_equal(found.peaks, result.beats.peaks) and np.array_equal(found.matrix, result.beats.matrix)
 
 
+@pytest.mark.slow
 def test_figures_draw_from_cpu_results(short_recording):
     import matplotlib
 
     matplotlib.use("Agg")
-    from support.ecg import beats as beat_tools
-    from support.ecg import plots
-    from support.why_gpus.speedups import speedup_figure
 
     _, path, ecg = short_recording
     signal = reading.read_signal(path, on="cpu").signal
@@ -121,6 +125,7 @@ def test_pipeline_refuses_short_signals_and_meaningless_rates(tmp_path):
         pipeline.PipelineConfig(train_fraction=1.0)
 
 
+@pytest.mark.slow
 def test_shared_stage_timings_and_scaling(short_recording):
     _, path, _ = short_recording
     for side in ("cpu", "cpu, fastest"):
@@ -134,8 +139,6 @@ def test_shared_stage_timings_and_scaling(short_recording):
 
 
 def test_the_top_normal_beats_are_the_highest_scoring_normal_ones():
-    from support.ecg import plots
-
     matrix = np.zeros((6, 16), np.float32)
     matrix[4, 5] = 3.0
     scores = [9.0, 1.0, 2.0, 0.5, 5.0, 4.0]
@@ -148,8 +151,6 @@ def test_the_top_normal_beats_are_the_highest_scoring_normal_ones():
 
 
 def test_stage_speedups_scale_both_cpu_sides_and_add_a_total():
-    from support.bench import Timing
-
     def side(*seconds):
         return {stage: Timing(stage, (s,), "wall") for stage, s in zip(("read", "convolve"), seconds, strict=True)}
 
@@ -173,6 +174,7 @@ def test_head_of_a_csv(short_recording, tmp_path):
     assert lines == 500 and len((tmp_path / "head.csv").read_text().splitlines()) == 500
 
 
+@pytest.mark.slow
 def test_command_line_writes_metrics_and_figures(tmp_path, short_recording):
     folder, path, _ = short_recording
     argv = [

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from support.ecg import cpu_peers, detection, pipeline, real
+from support.ecg import cpu_peers, detection, pipeline, plots, real
 
 
 def test_the_excerpt_reads_as_five_minutes_of_millivolts():
@@ -15,6 +15,7 @@ def test_the_excerpt_reads_as_five_minutes_of_millivolts():
         real.load_mitdb_excerpt("absent.npz")
 
 
+@pytest.mark.slow
 def test_the_chapter_and_a_published_detector_agree_on_the_real_beats():
     pytest.importorskip("ecgdetectors")
     recording = real.load_mitdb_excerpt()
@@ -46,6 +47,7 @@ def test_the_cpu_is_named_with_the_threads_each_tool_used():
     assert all(len(line) <= 88 for line in cpu_peers.describe_cpu(info).splitlines())
 
 
+@pytest.mark.slow
 def test_training_is_timed_on_the_cpu_with_the_threads_restored():
     import torch
 
@@ -58,7 +60,6 @@ def test_the_real_recordings_figures_draw_from_host_arrays():
     import matplotlib
 
     matplotlib.use("Agg")
-    from support.ecg import plots
 
     matrix = np.zeros((5, 16), np.float32)
     matrix[3, 8] = 2.0

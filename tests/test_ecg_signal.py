@@ -3,9 +3,10 @@
 import numpy as np
 import pytest
 
-from support.ecg import detection, reading, synthetic
+from support.ecg import cpu_peers, detection, pipeline, reading, synthetic
 
 
+@pytest.mark.slow
 def test_synthetic_beats_follow_the_heart_rate_and_the_class_rates():
     ecg = synthetic.synthesize(seconds=3600, seed=0, heart_rate_bpm=70, ectopic_rate=0.06, noise_rate=0.03)
     # the mean rate drifts over hours and rises in bouts of activity, about the resting 70 bpm
@@ -28,6 +29,7 @@ def test_synthetic_beats_follow_the_heart_rate_and_the_class_rates():
     assert ((ecg.onsets < ecg.r_peaks) & (ecg.onsets > ecg.r_peaks - 0.2 * ecg.fs)).all()
 
 
+@pytest.mark.slow
 def test_artefacts_cover_their_share_at_the_stress_test_snrs():
     ecg = synthetic.synthesize(seconds=3 * 3600, seed=2, noise_rate=0.05)
     a = ecg.artefacts
@@ -82,6 +84,7 @@ def test_synthetic_refuses_impossible_requests():
         synthetic.synthesize(seconds=1.5)
 
 
+@pytest.mark.slow
 def test_synthetic_qt_follows_rr_with_a_lag_and_r_amplitudes_vary():
     ecg = synthetic.synthesize(seconds=1800, seed=3, heart_rate_bpm=70, ectopic_rate=0.08, noise_rate=0.0)
     clean = detection.remove_baseline(ecg.signal, ecg.fs)
@@ -266,9 +269,8 @@ def test_wfdb_annotations_come_with_the_record_as_aami_classes(tmp_path):
         reading.read_annotations(tmp_path / "rec", extension="qrs")
 
 
+@pytest.mark.slow
 def test_the_fastest_cpu_stages_compute_what_the_pipeline_computes(tmp_path):
-    from support.ecg import cpu_peers, pipeline
-
     ecg = synthetic.synthesize(seconds=120, seed=3)
     path = reading.write_csv(ecg.signal, tmp_path / "ecg.csv")
     familiar = reading.read_signal(path, on="cpu").signal
@@ -284,8 +286,6 @@ def test_the_fastest_cpu_stages_compute_what_the_pipeline_computes(tmp_path):
 
 
 def test_the_fast_cpu_reader_refers_bad_files_to_the_pipeline_reader(tmp_path):
-    from support.ecg import cpu_peers
-
     (tmp_path / "gap.csv").write_text("0.1\n\n0.3\n")
     with pytest.raises(reading.SignalError, match="1 missing samples; read it with support.ecg.reading"):
         cpu_peers.read_signal(tmp_path / "gap.csv")

@@ -1,8 +1,12 @@
 """support.env: GPU detection through a stand-in driver, the banner, clear errors without a GPU."""
 
+import configparser
+import importlib.metadata
 import os
 import re
 import sys
+from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -82,22 +86,22 @@ def test_banner_without_gpu_says_why_and_does_not_look_like_a_gpu_run():
     assert not re.search(BANNER_GPU_LINE, text, flags=re.MULTILINE)
 
 
-def test_banner_prints(capsys, monkeypatch):
-    monkeypatch.setattr(env, "_probe_once", lambda: GpuProbe(problem="no NVIDIA driver"))
+def test_banner_prints(capsys, fake_gpu):
+    fake_gpu(problem="no NVIDIA driver")
     env.banner()
     assert "No usable CUDA GPU" in capsys.readouterr().out
     env.banner(("pytest", "no_such_library_here"))
     assert f"pytest {pytest.__version__} · no-such-library-here —" in capsys.readouterr().out
 
 
-def test_require_gpu_explains_what_is_missing(monkeypatch):
-    monkeypatch.setattr(env, "_probe_once", lambda: GpuProbe(problem="no NVIDIA driver: libcuda.so.1 missing"))
+def test_require_gpu_explains_what_is_missing(fake_gpu):
+    fake_gpu(problem="no NVIDIA driver: libcuda.so.1 missing")
     with pytest.raises(GpuUnavailableError, match="needs a CUDA GPU.*libcuda.so.1 missing.*environment.yml"):
         env.require_gpu()
 
 
-def test_require_gpu_checks_the_memory_this_process_can_use(monkeypatch):
-    monkeypatch.setattr(env, "_probe_once", lambda: GpuProbe(gpus=(H100,), cuda_version="13.0"))
+def test_require_gpu_checks_the_memory_this_process_can_use(fake_gpu, monkeypatch):
+    fake_gpu(gpus=(H100,))
     whole_card = (70 * GIB, H100.memory_bytes)
     assert env.require_gpu(40 * GIB, free=whole_card) == H100
     with pytest.raises(GpuUnavailableError, match="about 500.0 GiB.*can use 70.0 GiB of GPU 0.*free on the card now"):
@@ -123,15 +127,11 @@ def test_the_memory_a_process_sees_is_asked_of_the_driver_in_the_devices_primary
 
 
 def test_stack_versions_reads_metadata_and_reports_missing_as_none():
-    import pytest as installed
-
     versions = env.stack_versions(["pytest", "no_such_library_here"])
-    assert versions == {"pytest": installed.__version__, "no_such_library_here": None}
+    assert versions == {"pytest": pytest.__version__, "no_such_library_here": None}
 
 
 def test_stack_versions_scans_every_distribution_only_for_a_name_it_cannot_place(monkeypatch):
-    import importlib.metadata
-
     scans = []
     monkeypatch.setattr(importlib.metadata, "packages_distributions", lambda: scans.append(1) or {"yaml": ["PyYAML"]})
     monkeypatch.delitem(sys.modules, "nbformat", raising=False)  # imported: its __version__ would answer first
@@ -148,9 +148,6 @@ def test_missing_modules_checks_without_importing():
 
 
 def test_nbval_sanitizer_masks_every_banner_line():
-    import configparser
-    from pathlib import Path
-
     rules = configparser.RawConfigParser()  # nbval reads the file as raw text: % is literal
     rules.read(Path(__file__).with_name("nbval_sanitize.cfg"), encoding="utf-8")
     probe = GpuProbe(gpus=(H100,), cuda_version="13.0", driver_version="580.159.04")
@@ -162,9 +159,6 @@ def test_nbval_sanitizer_masks_every_banner_line():
 
 
 def test_cuda_runtime_version_is_none_without_cupy_and_read_from_cupy_otherwise(monkeypatch):
-    import sys
-    from types import SimpleNamespace
-
     monkeypatch.setitem(sys.modules, "cupy", None)  # importing it raises ImportError
     assert env.cuda_runtime_version() is None
     fake_runtime = SimpleNamespace(runtimeGetVersion=lambda: 13000)
@@ -173,8 +167,6 @@ def test_cuda_runtime_version_is_none_without_cupy_and_read_from_cupy_otherwise(
 
 
 def test_card_memory_and_the_driver_release_come_from_nvml_or_are_none(monkeypatch):
-    from types import SimpleNamespace
-
     fake = SimpleNamespace(
         nvmlInit=lambda: None,
         nvmlSystemGetDriverVersion=lambda: "580.159.04",
@@ -200,9 +192,6 @@ def test_the_cpu_is_named_with_the_cores_this_process_may_use():
 
 
 def test_nbval_sanitizer_reads_a_timing_table_the_same_whatever_the_widths_of_its_figures():
-    import configparser
-    from pathlib import Path
-
     rules = configparser.RawConfigParser()
     rules.read(Path(__file__).with_name("nbval_sanitize.cfg"), encoding="utf-8")
     committed = (

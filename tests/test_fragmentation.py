@@ -4,8 +4,13 @@ give any free byte to any request (as remapping pages would). The GPU allocators
 
 from __future__ import annotations
 
+import sys
+from dataclasses import asdict
+from types import SimpleNamespace
+
 import pytest
 
+from support.fresh_process import environment
 from support.memory import fragmentation
 from support.memory.fragmentation import Allocator, FragmentPlan, fragment_and_probe, largest_request_that_fits
 from support.memory.pools import MemorySetupError
@@ -106,8 +111,6 @@ def test_the_experiment_refuses_a_cap_the_gpu_cannot_spare_and_unknown_allocator
 
 
 def test_each_process_gets_only_its_own_pytorch_setting():
-    from support.fresh_process import environment
-
     inherited = {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True", "PATH": "/bin"}  # the old name
     plain = environment(fragmentation.process_environment("PyTorch caching allocator"), inherited)
     assert plain == {"PATH": "/bin"}
@@ -118,10 +121,6 @@ def test_each_process_gets_only_its_own_pytorch_setting():
 
 
 def test_a_plan_that_crossed_into_a_fresh_process_as_a_dict_is_read_back_as_a_plan(monkeypatch):
-    import sys
-    from dataclasses import asdict
-    from types import SimpleNamespace
-
     fake_cupy = SimpleNamespace(cuda=SimpleNamespace(runtime=SimpleNamespace(memGetInfo=lambda: (80 * GIB, 80 * GIB))))
     monkeypatch.setitem(sys.modules, "cupy", fake_cupy)
     seen = {}

@@ -1,6 +1,8 @@
 """support.fresh_process: the one way the book runs an experiment in a new Python process, tested with real
 processes on the CPU."""
 
+import os
+
 import pytest
 
 from support import fresh_process
@@ -33,8 +35,6 @@ def test_a_failure_names_the_experiment_and_quotes_the_error():
 
 
 def test_code_runs_in_a_new_process_and_returns_what_it_leaves_in_result():
-    import os
-
     source = "import os\nresult = {'pid': os.getpid(), 'two': 1 + 1}"
     found = fresh_process.run_code(source, what="a snippet")
     assert found["two"] == 2 and found["pid"] != os.getpid()

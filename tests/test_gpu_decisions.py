@@ -7,7 +7,10 @@ manager is refused) does not need a GPU, and is what these tests pin down.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import sys
+import tempfile
 import types
 
 import pytest
@@ -161,8 +164,6 @@ def test_traffic_self_check_reports_one_stage_per_library_and_one_without_copies
             self.stages[name] = traffic.Copies()
             return _nothing()
 
-    import contextlib
-
     @contextlib.contextmanager
     def _nothing():
         yield
@@ -205,9 +206,6 @@ def test_the_meter_counts_each_direction_and_refuses_an_unknown_one():
 
 
 def test_trace_events_reads_what_the_recording_exports_and_leaves_no_file(tmp_path, monkeypatch):
-    import json
-    import tempfile
-
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
 
     class Recording:

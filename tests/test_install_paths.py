@@ -7,8 +7,10 @@ stand-in pip)."""
 
 from __future__ import annotations
 
+import builtins
 import os
 import re
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -159,9 +161,6 @@ def test_a_failed_resolution_keeps_uv_s_whole_explanation(tmp_path, monkeypatch,
 
 
 def test_without_uv_resolve_gpu_says_how_to_get_it(monkeypatch, capsys):
-    import builtins
-    import shutil
-
     real_import = builtins.__import__
 
     def no_uv(name, *args, **kwargs):

@@ -9,7 +9,7 @@ import numpy as np
 import pandas
 import pytest
 
-from support import layouts
+from support import bench, layouts
 from support.bench import Timing
 from support.why_gpus import host_link, speedups
 
@@ -28,6 +28,7 @@ def test_structured_records_and_their_matrix_view_share_bytes():
         layouts.structured_records(0)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("field", layouts.FIELDS)
 def test_sum_field_kernel_matches_numpy(field):
     records = layouts.random_records(3000, seed=5)
@@ -35,6 +36,7 @@ def test_sum_field_kernel_matches_numpy(field):
     assert layouts.sum_field(records, field) == pytest.approx(expected, rel=1e-12)
 
 
+@pytest.mark.slow
 def test_the_same_kernel_sums_one_contiguous_field():
     fields = layouts.to_fields(layouts.random_records(700, seed=6))
     total = float(layouts.sum_values_async(fields[1])[0])
@@ -68,6 +70,7 @@ def test_kernels_refuse_layouts_they_cannot_read():
         layouts.sum_field(records, "v")
 
 
+@pytest.mark.slow
 def test_every_way_of_summing_one_field_agrees_and_knows_what_it_reads():
     records = layouts.random_records(900, seed=8)
     fields = layouts.to_fields(records)
@@ -107,6 +110,7 @@ def test_speedup_workloads_on_the_cpu():
         speedups.make_frames(0, frames=pandas)
 
 
+@pytest.mark.slow
 def test_the_cpu_contenders_compute_what_the_familiar_code_computes():
     import polars
 
@@ -125,6 +129,7 @@ def test_the_cpu_contenders_compute_what_the_familiar_code_computes():
     assert on_polars.frame.join(on_polars.lookup, on="y").height == 2000
 
 
+@pytest.mark.slow
 def test_speedup_table_and_figure(tmp_path):
     import matplotlib
 
@@ -163,8 +168,6 @@ def test_pipeline_stages_are_the_same_with_and_without_round_trips():
 
 
 def test_side_by_side_times_every_cpu_contender_and_the_gpu_once_each(monkeypatch):
-    from support import bench
-
     timed = []
 
     def fake(clock):

@@ -3,12 +3,16 @@ the workload on pandas, JAX settings, figures. What needs RMM or a GPU runs in c
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
 import numpy as np
 import pandas
 import pytest
 
-from support import memory
-from support.memory import churn, jax_probe, limits, observe, plots, workload
+from support import fresh_process, memory
+from support.memory import budget, churn, jax_probe, limits, managed, observe, oversubscription, plots, workload
 from support.units import GIB, KIB, MIB, describe_bytes, round_up
 
 
@@ -119,6 +123,7 @@ def test_a_busy_churn_queues_gpu_work_before_every_free_and_waits_at_the_end():
         churn.ChurnPlan(busy_us=-1)
 
 
+@pytest.mark.slow
 def test_churn_measures_the_python_loop_here_and_in_a_fresh_process(tmp_path):
     plan = churn.ChurnPlan(steps=1000, live=8)
     here = churn.measure("python loop only", plan, repeat=3)
@@ -129,6 +134,7 @@ def test_churn_measures_the_python_loop_here_and_in_a_fresh_process(tmp_path):
         churn.measure("malloc", plan)
 
 
+@pytest.mark.slow
 def test_a_failing_churn_process_says_which_allocator_and_why():
     plan = churn.ChurnPlan(steps=10, live=2)
     with pytest.raises(
@@ -266,6 +272,7 @@ def test_jax_probe_refuses_to_crowd_out_other_users_of_the_gpu():
         jax_probe.check_room_for_jax("preallocate 25 %", free=20 * GIB, total=80 * GIB)
 
 
+@pytest.mark.slow
 def test_figures_draw_without_a_gpu(tmp_path):
     import matplotlib
 
@@ -278,8 +285,6 @@ def test_figures_draw_without_a_gpu(tmp_path):
 
 
 def test_the_managed_memory_guard_refuses_oversubscription_unless_opted_in():
-    from support.memory import managed
-
     managed.check_managed_request(GIB, free=2 * GIB, total=80 * GIB, environ={})
     managed.check_managed_request(2 * GIB, free=2 * GIB, total=80 * GIB, environ={})  # exactly what is free: allowed
     with pytest.raises(managed.OversubscriptionRefused) as refused:
@@ -313,8 +318,6 @@ def test_chunked_workload_equals_the_whole_one():
 
 
 def test_budget_runs_are_reported_and_checked():
-    from support.memory import budget
-
     failed = budget.BudgetRun("pool", 512 * MIB, False, 0.0, 300 * MIB, "MemoryError: Exceeded memory limit")
     row = failed.row()
     assert row["outcome"] == "out of memory" and row["budget"] == "512.00 MiB" and row["time"] == ""
@@ -327,9 +330,8 @@ def test_budget_runs_are_reported_and_checked():
         budget.run("swap", GIB)
 
 
+@pytest.mark.slow
 def test_a_churn_runs_in_a_fresh_process_and_a_bad_one_names_what_failed():
-    from support import fresh_process
-
     found = churn.measure_in_fresh_process("python loop only", churn.ChurnPlan(steps=10, live=2), repeat=1)
     assert found.allocator == "python loop only" and found.steps == 10 and len(found.samples) == 1
     with pytest.raises(fresh_process.FreshProcessError, match=r"(?s)the churn of 'malloc' failed.*unknown allocator"):
@@ -350,8 +352,6 @@ def test_out_of_memory_inside_a_cap_becomes_an_error_that_names_it():
 
 
 def fake_rmm(counted_bytes=0):
-    from types import SimpleNamespace
-
     def statistics(base):
         return SimpleNamespace(base=base, allocation_counts=SimpleNamespace(current_bytes=counted_bytes))
 
@@ -366,9 +366,6 @@ def fake_rmm(counted_bytes=0):
 
 
 def test_every_managed_route_of_a_process_shares_one_guarded_ledger(monkeypatch):
-    import sys
-
-    from support.memory import managed
 
     monkeypatch.setitem(sys.modules, "rmm", fake_rmm(counted_bytes=3 * GIB))
     monkeypatch.setattr(managed, "_LEDGER", {})
@@ -386,9 +383,6 @@ def test_every_managed_route_of_a_process_shares_one_guarded_ledger(monkeypatch)
 
 
 def test_the_guard_counts_held_bytes_only_where_the_driver_does_not(monkeypatch):
-    import sys
-
-    from support.memory import managed
 
     monkeypatch.setitem(sys.modules, "rmm", fake_rmm(counted_bytes=3 * GIB))
     monkeypatch.setattr(managed, "_LEDGER", {})
@@ -402,9 +396,6 @@ def test_the_guard_counts_held_bytes_only_where_the_driver_does_not(monkeypatch)
 
 
 def test_host_view_is_the_same_bytes_seen_from_numpy():
-    from types import SimpleNamespace
-
-    from support.memory import managed
 
     backing = np.arange(6, dtype=np.float32)
     fake = SimpleNamespace(  # what host_view reads of a CuPy array, pointing at host memory here
@@ -427,16 +418,12 @@ def test_host_view_is_the_same_bytes_seen_from_numpy():
 def test_the_budgeted_workload_exposes_no_column_to_another_library():
     """Chapter 5 says spilling failed at low budgets for the size of one operation, not because a column was
     exposed (handed to CuPy or DLPack, which cuDF can never spill again): the workload must stay in cuDF."""
-    from pathlib import Path
-
     source = Path(workload.__file__).read_text(encoding="utf-8")
     for handoff in (".values", "to_cupy", "__cuda_array_interface__", "dlpack", "as_tensor", "asarray"):
         assert handoff not in source, f"support/memory/workload.py hands a column out with {handoff}"
 
 
 def test_oversubscription_is_sized_from_the_free_memory_and_runs_only_when_opted_in():
-    from support.memory import oversubscription
-
     experiment = oversubscription.plan(20 * GIB, room=2 * GIB, over=2.0)
     assert (experiment.ballast, experiment.room, experiment.managed) == (18 * GIB, 2 * GIB, 4 * GIB)
     assert experiment.managed > experiment.free - experiment.ballast  # more than the GPU has left

@@ -6,11 +6,14 @@ from __future__ import annotations
 import os
 import stat
 import sys
+import types
 from pathlib import Path
 
 import pytest
 
 from booktools import mps
+from support.memory import guards, managed
+from support.units import GIB
 
 FAKE_CONTROL = """#!/bin/sh
 # records each call; "get_server_list" succeeds only while the daemon "runs"
@@ -86,9 +89,6 @@ def test_bad_arguments_are_named_before_anything_starts(monkeypatch, capsys):
 
 
 def test_the_guards_answer_for_the_share_a_process_sees():
-    from support.memory import guards
-    from support.units import GIB
-
     alone = dict(guards.decisions(free=78 * GIB, total=80 * GIB, environ={}))
     # under an MPS limit of 16 GB a client sees the card's total but only its share free (measured on the H100)
     shared = dict(guards.decisions(free=int(15.5 * GIB), total=int(79.2 * GIB), environ={}))
@@ -102,11 +102,6 @@ def test_the_guards_answer_for_the_share_a_process_sees():
 
 
 def test_managed_memory_within_a_share_is_read_before_and_after_its_prefetch(monkeypatch):
-    import sys
-    import types
-
-    from support.memory import guards, managed
-    from support.units import GIB
 
     free = [10 * GIB]
     events = []

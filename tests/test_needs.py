@@ -5,8 +5,8 @@ when this process cannot hold that peak."""
 import pytest
 
 from booktools import runs
-from support import env, needs
-from support.env import Gpu, GpuProbe, GpuUnavailableError
+from support import needs
+from support.env import GpuUnavailableError
 from support.units import GIB
 
 CHAPTER = "chapters/04_x.ipynb"
@@ -40,10 +40,9 @@ def test_the_committed_needs_file_is_the_one_the_committed_runs_give():
     assert needs.load() == runs.chapter_needs(runs.load()), "run `python -m booktools.runs needs`"
 
 
-def test_a_chapter_stops_before_it_starts_when_its_peak_does_not_fit_this_process(monkeypatch, tmp_path):
-    small = Gpu(0, "NVIDIA A2", 16 * GIB, (8, 6), 10)
-    monkeypatch.setattr(env, "_probe_once", lambda: GpuProbe(gpus=(small,), cuda_version="13.0"))
-    path = tmp_path / "needs.json"
+def test_a_chapter_stops_before_it_starts_when_its_peak_does_not_fit_this_process(fake_gpu, records):
+    (small,) = fake_gpu("NVIDIA A2", 16, compute_capability=(8, 6)).gpus
+    path = records.needs
     runs.write_needs(measured_runs(), path)
     with pytest.raises(GpuUnavailableError, match=r"Chapter 04_x needs about 13.0 GiB.*16.0 GiB limit \(16 GB\)"):
         needs.check_gpu("04_x", path=path, free=(12 * GIB, 16 * GIB))

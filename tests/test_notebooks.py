@@ -1,6 +1,10 @@
 """The committed chapters: listed in the table of contents, executed on a GPU, ready to publish."""
 
+import ast
+import importlib
+import json
 import re
+import types
 
 import pytest
 
@@ -57,9 +61,6 @@ def test_chapter_starts_with_a_title_and_the_environment_banner(path):
 def test_what_a_chapter_imports_from_the_books_packages_exists(path):
     """Every ``from support... import name`` of a chapter names a module or attribute that is there (checked on the
     CPU: the modules import their GPU libraries lazily); only the teachers' page uses the book's tooling."""
-    import ast
-    import importlib
-
     notebook = notebooks.read_notebook(path)
     missing = []
     for cell in notebooks.code_cells(notebook):
@@ -79,8 +80,6 @@ def test_what_a_chapter_imports_from_the_books_packages_exists(path):
 
 
 def _has(module, name: str) -> bool:
-    import importlib
-
     if hasattr(module, name):
         return True
     try:
@@ -95,10 +94,6 @@ def test_what_a_chapter_reads_from_the_books_modules_exists(path):
     """Every ``module.name`` a chapter reads from a module of the book it imported (``from support import
     memory``, then ``memory.use_one_pool``) is there: a name moved to a submodule fails here, on the CPU, not in
     the middle of a GPU run."""
-    import ast
-    import importlib
-    import types
-
     bound: dict[str, types.ModuleType] = {}
     missing = []
     trees = [ast.parse(notebooks._python_source(c.source)) for c in notebooks.code_cells(notebooks.read_notebook(path))]
@@ -154,9 +149,6 @@ def test_chapters_code_uses_current_names(path):
 def test_every_claim_a_chapter_states_held_in_its_published_outputs(path):
     """Each ``claims.*("name", ...)`` call in a chapter's code printed its ✓ line in the committed outputs: the
     published notebook was executed with the claims it states, and each held."""
-    import json
-    import re
-
     notebook = notebooks.read_notebook(path)
     code = "\n".join(cell.source for cell in notebooks.code_cells(notebook))
     names = re.findall(r"claims\.\w+\(\s*f?\"([\w.{}\[\]'\" ]+?)\",", code)

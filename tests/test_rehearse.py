@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace as Process
 
 import nbformat
 import pytest
@@ -59,8 +60,6 @@ def test_a_plan_that_cannot_fit_is_refused_with_what_would_fit():
 
 
 def test_a_seats_gpu_memory_is_its_kernels_including_mps_clients():
-    from types import SimpleNamespace as Process
-
     class FakeNvml:
         def nvmlDeviceGetHandleByIndex(self, index):
             return index
@@ -75,6 +74,7 @@ def test_a_seats_gpu_memory_is_its_kernels_including_mps_clients():
     assert rehearse.seat_gpu_bytes(FakeNvml(), descendants={7}) is None  # ids NVML cannot see: unread, not 0
 
 
+@pytest.mark.slow
 def test_every_seat_runs_the_agenda_at_once_as_a_participant_and_mps_stops(control, monkeypatch):  # noqa: F811
     monkeypatch.setenv("PYTHONPATH", "/the/repository")
     done = rehearse.rehearse(
@@ -91,6 +91,7 @@ def test_every_seat_runs_the_agenda_at_once_as_a_participant_and_mps_stops(contr
     )
 
 
+@pytest.mark.slow
 def test_a_seat_sees_a_participants_environment(control, monkeypatch, tmp_path):  # noqa: F811
     """No PYTHONPATH into the repository, JAX without preallocation, the limit named, the check as asked."""
     monkeypatch.setenv("PYTHONPATH", "/the/repository")
@@ -117,6 +118,7 @@ def test_a_seat_sees_a_participants_environment(control, monkeypatch, tmp_path):
     assert environment["GPU_INTEROP_SKIP_MEMORY_CHECK"] == "1" and environment["GPU_INTEROP_MPS_LIMIT"] == "16G"
 
 
+@pytest.mark.slow
 def test_a_seat_past_its_time_is_stopped_and_keeps_what_it_finished(control):  # noqa: F811
     started = time.monotonic()
     done = rehearse.rehearse(
@@ -146,6 +148,7 @@ def test_a_book_that_is_not_installed_is_named_before_any_seat_starts(control, m
     assert calls(control)[-1] == "quit"
 
 
+@pytest.mark.slow
 def test_the_seat_command_executes_real_notebooks_and_goes_on_after_a_failure(tmp_path):
     for name, code in (("01_a", "print('fine')"), ("02_b", "raise ValueError('broken')"), ("03_c", "x = 1")):
         chapter = nbformat.v4.new_notebook()
@@ -191,6 +194,7 @@ def test_a_seat_goes_on_after_a_failed_chapter_or_a_dead_kernel(tmp_path):
     assert peak is None and len(json.loads(out.read_text())["chapters"]) == 4
 
 
+@pytest.mark.slow
 def test_a_seat_that_cannot_start_still_stops_mps(control):  # noqa: F811
     with pytest.raises(FileNotFoundError):
         rehearse.rehearse(

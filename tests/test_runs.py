@@ -9,8 +9,9 @@ import time
 
 import pytest
 
-from booktools import runs
+from booktools import evidence, runs
 from booktools.runs import ChapterRun, RunGroup
+from support.claims import LOG_VARIABLE
 from support.units import GIB
 
 
@@ -23,6 +24,7 @@ def test_the_sampler_keeps_the_peak_above_where_it_started():
     assert sampler.peak_above_start == 2 * GIB
 
 
+@pytest.mark.slow
 def test_measure_runs_each_notebook_and_records_pass_time_and_peak(monkeypatch):
     def fake_command(mode, notebook, python=sys.executable):
         code = "print('1 passed')" if "good" in notebook else "import sys; print('1 failed'); sys.exit(1)"
@@ -52,10 +54,9 @@ def test_each_chapters_whole_output_can_be_kept(monkeypatch, tmp_path):
     assert (tmp_path / "nbval_01_a.log").read_text() == "E  assert 1 == 2\n"
 
 
+@pytest.mark.slow
 def test_each_chapter_is_handed_on_with_its_claims_before_the_next_starts(monkeypatch, tmp_path):
     """A host taken back during a later chapter must not lose what the earlier ones measured."""
-    from support.claims import LOG_VARIABLE
-
     marker = tmp_path / "kept"
     claim = '{"name": "a.x", "holds": true}'
     first = f"import os; open(os.environ['{LOG_VARIABLE}'], 'w').write('{claim}' + chr(10))"
@@ -125,6 +126,7 @@ def test_the_readme_table_is_the_one_the_committed_runs_give():
         runs.readme_with_table("no markers", "table")
 
 
+@pytest.mark.slow
 def test_each_chapter_is_recorded_into_its_setups_group_with_its_claims(tmp_path):
     runs_file, claims_file = tmp_path / "chapter_runs.json", tmp_path / "claims.json"
     claim = {"name": "a.x", "kind": "holds", "holds": True}
@@ -134,7 +136,6 @@ def test_each_chapter_is_recorded_into_its_setups_group_with_its_claims(tmp_path
     (group,) = runs.load(runs_file)
     assert [c.notebook for c in group.chapters] == ["chapters/01_a.ipynb", "chapters/02_b.ipynb"]
     assert group.wall_seconds == 30.0 and not group.parallel
-    from booktools import evidence
 
     (recorded,) = evidence.load(claims_file)
     assert recorded.chapters == {"01_a": [claim]}  # a chapter that checked no claim adds none

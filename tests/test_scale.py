@@ -5,13 +5,21 @@ sharing one device among them). The same code runs on dask_cuda.LocalCUDACluster
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import pandas as pd
-import psutil
+import psutil  # noqa: TID253 - these tests need it: without it they cannot run
 import pytest
 
-from support.ecg import synthetic
+from support import traffic
+from support.bench import Timing
+from support.ecg import pipeline, synthetic
+from support.ecg.reading import Recording
 from support.many_gpus import scale
+
+# A two-process Dask cluster per module, and models trained on the CPU: minutes, the cluster's start included.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 
 @pytest.fixture(scope="module")
@@ -63,8 +71,6 @@ def test_one_recording_becomes_a_table_of_scored_beats(recordings, model):
 def test_a_model_fine_tuned_on_a_recording_scores_it_with_weights_of_its_own(recordings, model):
     import torch
 
-    from support.ecg import pipeline
-
     paths, _ = recordings
     recording = scale.read_recording(paths[0])
     before = [w.clone() for w in model.model.parameters()]
@@ -81,9 +87,6 @@ def test_a_model_fine_tuned_on_a_recording_scores_it_with_weights_of_its_own(rec
 
 
 def test_the_traffic_of_a_recording_is_metered_stage_by_stage(recordings, model, monkeypatch):
-    import contextlib
-
-    from support import traffic
 
     class FakeMeter:  # the real one needs CUDA's profiler; this one notes the stages it was asked to record
         def __init__(self):
@@ -186,8 +189,6 @@ def test_the_three_clusters_are_timed_stage_by_stage(recordings, model, client):
 
 
 def _timings(seconds):
-    from support.bench import Timing
-
     return {stage: Timing(stage, tuple(seconds), "wall") for stage in scale.STAGES}
 
 
@@ -332,8 +333,6 @@ def test_each_worker_reads_its_share_and_the_recordings_stay_there(recordings, m
 
 def test_dask_counts_a_recordings_samples():
     from dask.sizeof import sizeof
-
-    from support.ecg.reading import Recording
 
     samples = np.zeros(1000, dtype=np.float32)
     assert sizeof(Recording(samples, "a.csv")) == scale.recording_size(Recording(samples, "a.csv")) == 4000

@@ -4,8 +4,9 @@ CUDA graph run in chapter 6 on the GPU."""
 from __future__ import annotations
 
 import pytest
-import torch
+import torch  # noqa: TID253 - these tests need it: without it they cannot run
 
+from support import bench
 from support.ecg import step_speed, vae
 
 
@@ -20,6 +21,7 @@ def test_the_trace_summary_counts_kernels_per_step_and_their_share_of_the_step()
         step_speed.kernel_summary(events, steps=0, wall_seconds=1.0)
 
 
+@pytest.mark.slow
 def test_an_eager_step_trains_on_consecutive_batches():
     shape = torch.sin(torch.linspace(0, 6.28, 64))
     beats = shape + 0.05 * torch.randn(64, 64, generator=torch.Generator().manual_seed(0))
@@ -43,8 +45,6 @@ def test_a_cuda_graph_needs_gpu_beats_and_the_comparison_names_its_allocators():
 
 
 def test_time_steps_warms_up_then_reports_milliseconds_per_step(monkeypatch):
-    from support import bench
-
     calls = []
 
     def fake_time_cuda(work, *, warmup, repeat, label):
@@ -61,8 +61,6 @@ def test_time_steps_warms_up_then_reports_milliseconds_per_step(monkeypatch):
 
 
 def test_batch_sizes_are_timed_in_alternating_order(monkeypatch):
-    from support.ecg import step_speed
-
     seen = []
     monkeypatch.setattr(step_speed, "eager_step", lambda beats, size: size)
     monkeypatch.setattr(step_speed, "time_steps", lambda step, steps, warmup: seen.append(step) or float(step))

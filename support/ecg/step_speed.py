@@ -14,8 +14,8 @@ This module measures that and the usual fixes:
   that no size always runs first (warming the GPU's clocks and caches for the others).
 
 CUDA graph capture needs PyTorch's own caching allocator: under RMM's PyTorch allocator (the book's one pool)
-the capture fails. ``python -m support.ecg.step_speed --allocator torch|rmm`` measures both in a fresh process
-and prints one JSON line (:mod:`support.fresh_process` runs it from the chapter).
+the capture fails. :func:`support.memory.torch_setups.measure_in_fresh_process` measures the step under each
+allocator setup, one fresh process per setup (:mod:`support.fresh_process`).
 """
 
 from __future__ import annotations

@@ -17,6 +17,8 @@ One idea per module:
 - :mod:`~support.memory.budget`: work larger than a device budget: pool, spilling, chunks, managed memory;
 - :mod:`~support.memory.guards`: what the book's memory guards decide for the share this process sees
   (``python -m support.memory.guards``);
+- :mod:`~support.memory.oversubscription`: managed memory beyond what the GPU has left, faults against prefetching;
+- :mod:`~support.memory.torch_setups`: PyTorch inside the shared pool or beside it, four setups in fresh processes;
 - :mod:`~support.memory.plots`: the chapters' figures of memory.
 
 Byte units come from :mod:`support.units` and are importable from here too (``memory.MIB``,

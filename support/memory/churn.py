@@ -20,9 +20,9 @@ that spins), as a pipeline that computes between allocations would: ``cudaFree``
 at every step, while a pool's free is bookkeeping and the host runs ahead. The ``python loop only`` row then
 measures the GPU's own work and the launches, so what each allocator adds on top of it is what it costs.
 
-Run each in a fresh process (:func:`measure_in_fresh_process`, or ``python -m support.memory.churn NAME``) so
-that no allocator's cache warms another's, and so PyTorch's own allocator can be measured in a notebook that
-later hands PyTorch to RMM.
+Run each in a fresh process (:func:`measure_in_fresh_process`, which calls :func:`measure` through
+:mod:`support.fresh_process`) so that no allocator's cache warms another's, and so PyTorch's own allocator can
+be measured in a notebook that later hands PyTorch to RMM.
 """
 
 from __future__ import annotations

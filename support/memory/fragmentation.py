@@ -16,8 +16,9 @@ The allocators (:data:`ALLOCATORS`), each capped at the same number of bytes by 
 - ``cudaMallocAsync pool``: a pool of the driver's stream-ordered allocator created with ``maxSize`` set to the
   cap (``cudaMemPoolCreate``, CUDA 12.2 or later), allocated from with ``cudaMallocFromPoolAsync``.
 
-Each runs in a fresh process (:func:`measure_in_fresh_process`, or ``python -m support.memory.fragmentation
-NAME``): PyTorch reads its allocator settings once, when it first touches CUDA.
+Each runs in a fresh process (:func:`measure_in_fresh_process`, which calls :func:`measure` through
+:mod:`support.fresh_process` with the allocator's environment): PyTorch reads its allocator settings once,
+when it first touches CUDA.
 """
 
 from __future__ import annotations
