@@ -6,10 +6,14 @@ needs a GPU, and nothing here extrapolates: a seat count is stated only where a 
 from __future__ import annotations
 
 import re
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 
+from booktools import workshop
 from booktools.agendas import AGENDAS, PLANS, SHOWN_NOT_RUN, agenda, plan  # noqa: F401 - the page reads them here
+from booktools.notebooks import CODE_COLUMNS, read_notebook
+from booktools.paths import CHAPTERS
 from booktools.runs import RunGroup, chapter_name, chapter_needs, load
 from support.units import GIB
 
@@ -116,12 +120,6 @@ def chapter_sections(chapter: str, folder: Path | None = None) -> list[dict]:
     """A chapter as the participant edition has it (:mod:`booktools.workshop`), in parts: each section (from a
     ``#`` or ``##`` heading) and each exercise (from its ``### Exercise N.k`` heading), with its code cells.
     Each part: ``title``, ``cells`` (code cells), ``exercise`` (True for an exercise)."""
-    import re
-
-    from booktools import workshop
-    from booktools.notebooks import read_notebook
-    from booktools.paths import CHAPTERS
-
     folder = CHAPTERS if folder is None else folder
     numbers = workshop.exercise_numbers(workshop.participant_chapters(sorted(folder.glob("[0-9][0-9]_*.ipynb"))))
     edition = workshop.participant_notebook(read_notebook(folder / f"{chapter}.ipynb"), f"{chapter}.ipynb", numbers)
@@ -219,10 +217,6 @@ def agenda_plan(name: str, groups: Sequence[RunGroup] | None = None, folder: Pat
 def agenda_text(name: str, groups: Sequence[RunGroup] | None = None, folder: Path | None = None) -> str:
     """The agenda ``name`` as the teachers' page prints it, within 88 columns: each slot with its start and its
     minutes; for a chapter, its sections (code cells, how they are run, planned minutes) and its exercise."""
-    import textwrap
-
-    from booktools.notebooks import CODE_COLUMNS
-
     slots = agenda_plan(name, groups, folder)
     total = plan(name)["minutes"]
     used = sum(slot["minutes"] for slot in slots)

@@ -15,7 +15,7 @@ from urllib.parse import unquote, urlparse
 
 import pytest
 
-from booktools import notebooks
+from booktools import edition, notebooks
 
 HTML = notebooks.ROOT / "_build" / "html"
 SCREENSHOTS = notebooks.ROOT / "_build" / "screenshots"
@@ -353,8 +353,6 @@ def test_the_lint_holds_notebook_code_to_the_width_the_page_shows():
 
 def test_every_page_names_the_edition_pyproject_gives(built_book):
     """The header (the sidebar's title and each page's <title>) shows pyproject.toml's version (booktools.edition)."""
-    from booktools import edition
-
     titled = edition.titled("", edition.version()).strip()
     for entry in notebooks.toc_files():
         html = (built_book / f"{entry}.html").read_text(encoding="utf-8")

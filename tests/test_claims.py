@@ -8,6 +8,7 @@ import configparser
 import json
 import re
 
+import nbformat
 import numpy as np
 import pytest
 from IPython.core.formatters import DisplayFormatter
@@ -198,8 +199,6 @@ def test_a_run_without_a_chapter_or_a_claim_says_so_rather_than_leaving_a_cell_e
 
 
 def test_each_claim_links_to_the_section_that_measures_it(tmp_path):
-    import nbformat
-
     chapter = nbformat.v4.new_notebook()
     chapter.cells = [
         nbformat.v4.new_markdown_cell("# A chapter\n\n## Zero-copy: `torch.from_dlpack`"),

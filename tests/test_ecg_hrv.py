@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from support.ecg import hrv, synthetic
+from support.ecg import hrv, real, synthetic
 
 
 def test_rmssd_of_an_alternating_rhythm_and_only_between_normal_beats():
@@ -42,8 +42,6 @@ def test_the_synthetic_rhythm_varies_within_the_published_range_and_its_s_beats_
 
 def test_record_100s_rhythm_from_its_annotations():
     pytest.importorskip("wfdb")
-    from support.ecg import real
-
     recording, annotations = real.load_mitdb_100()
     summary = hrv.rhythm_summary(
         annotations.samples / recording.fs, annotations.classes == "N", annotations.classes == "S"

@@ -2,7 +2,6 @@
 
 import numpy as np
 import pytest
-import torch
 
 from support.ecg import baselines, method_speed, pipeline, reading, synthetic
 
@@ -38,6 +37,8 @@ def test_the_fastest_cpu_route_makes_the_pipelines_beats(csv_and_config):
 
 
 def test_method_scores_are_the_baselines_own(csv_and_config):
+    import torch
+
     path, config = csv_and_config
     beats = method_speed.beats_on(path, config, on="cpu, fastest")
     tensor = torch.from_numpy(beats.matrix)

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from booktools import gpu_ready
+from booktools import evidence, gpu_ready
 from booktools.paths import CHAPTERS, ROOT
 from support import env
 
@@ -102,7 +102,5 @@ def test_the_gpu_targets_use_the_gpu_environment_once_make_gpu_env_made_it(tmp_p
 
 @pytest.mark.skipif(env.probe_gpus().available, reason="this machine has a GPU")
 def test_compare_called_directly_refuses_as_make_compare_does(capsys):
-    from booktools import evidence
-
     assert evidence.main(["compare"]) == 2
     assert capsys.readouterr().err.startswith("make compare needs a CUDA GPU")

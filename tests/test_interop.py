@@ -7,7 +7,8 @@ The decision (obstacle) is tested for every rule with hand-made ArrayFacts, incl
 import numpy as np
 import pytest
 
-from support.interop import ArrayFacts, ZeroCopyError, describe, obstacle, same_memory, share
+from support.bench import Timing
+from support.interop import ArrayFacts, ZeroCopyError, breakdown, describe, obstacle, races, same_memory, share
 from support.interop import handoffs as interop
 
 torch = pytest.importorskip("torch")
@@ -377,15 +378,11 @@ def test_jax_on_the_cpu_really_copies_a_buffer_that_is_not_64_byte_aligned():
 
 
 def _race_row(route, non_blocking, blocking):
-    from support.interop import races
-
     free, tied = races.SIDE_STREAMS
     return {"route": route, "handed over": "after it", free: non_blocking, tied: blocking}
 
 
 def test_changed_by_the_stream_sorts_every_change():
-    from support.interop import races
-
     rows = [
         _race_row("fixed", "10/10 wrong", "0/10 wrong"),
         _race_row("broken", "0/10 wrong", "3/10 wrong"),
@@ -402,15 +399,10 @@ def test_changed_by_the_stream_sorts_every_change():
 
 
 def test_the_race_table_names_both_side_streams():
-    from support.interop import races
-
     assert list(races.SIDE_STREAMS.values()) == [True, False]
 
 
 def test_breakdown_refuses_mixed_clocks():
-    from support.bench import Timing
-    from support.interop import breakdown
-
     whole = Timing("whole", (1.0,), "wall")
     with pytest.raises(ValueError, match="one clock"):
         breakdown.account(whole, {"part": Timing("part", (0.5,), "cuda-events")})
@@ -419,9 +411,6 @@ def test_breakdown_refuses_mixed_clocks():
 
 
 def test_breakdown_gives_the_rest_of_the_whole():
-    from support.bench import Timing
-    from support.interop import breakdown
-
     whole = Timing("whole", (1.0, 1.2, 1.1), "wall")
     parts = {"a": Timing("a", (0.3,), "wall"), "b": Timing("b", (0.5,), "wall")}
     rows, rest = breakdown.account(whole, parts)

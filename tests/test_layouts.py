@@ -4,6 +4,8 @@ Numba's CUDA simulator here (conftest switches it on when there is no GPU) and a
 from __future__ import annotations
 
 import math
+import sys
+import types
 
 import numpy as np
 import pandas
@@ -11,7 +13,7 @@ import pytest
 
 from support import bench, layouts
 from support.bench import Timing
-from support.why_gpus import host_link, speedups
+from support.why_gpus import crossover, host_link, speedups
 
 
 def test_structured_records_and_their_matrix_view_share_bytes():
@@ -205,8 +207,6 @@ def test_the_host_link_diagram_writes_the_measured_bandwidths_and_refuses_unmeas
 
 
 def test_crossover_is_where_the_gpu_stays_ahead_and_sizes_respect_the_limits():
-    from support.why_gpus import crossover
-
     assert crossover.crossover([1, 2, 3], [5, 5, 5], [6, 4, 4]) == 2
     assert crossover.crossover([1, 2, 3], [5, 5, 5], [4, 6, 4]) == 3  # ahead, behind, ahead again: from 3
     assert crossover.crossover([1, 2], [1, 1], [1, 1]) is None  # a tie does not pay
@@ -219,11 +219,6 @@ def test_crossover_is_where_the_gpu_stays_ahead_and_sizes_respect_the_limits():
 
 def test_the_sweep_times_every_line_and_finds_its_crossovers(monkeypatch):
     """The sweep on a stand-in for CuPy (NumPy itself), so its loop and bookkeeping run on the CPU."""
-    import sys
-    import types
-
-    from support.why_gpus import crossover
-
     monkeypatch.setitem(sys.modules, "cupy", types.SimpleNamespace(asarray=np.asarray))
     result = crossover.sweep([2**10, 2**12], cold_extra=1.0)
     assert set(result.medians) == {*crossover.CPU_LINES, *crossover.GPU_LINES}

@@ -12,7 +12,19 @@ import pandas
 import pytest
 
 from support import fresh_process, memory
-from support.memory import budget, churn, jax_probe, limits, managed, observe, oversubscription, plots, workload
+from support.memory import (
+    budget,
+    churn,
+    jax_probe,
+    limits,
+    managed,
+    observe,
+    oom,
+    oversubscription,
+    plots,
+    torch_setups,
+    workload,
+)
 from support.units import GIB, KIB, MIB, describe_bytes, round_up
 
 
@@ -438,8 +450,6 @@ def test_oversubscription_is_sized_from_the_free_memory_and_runs_only_when_opted
 
 
 def test_torch_setups_refuse_before_touching_a_gpu():
-    from support.memory import torch_setups
-
     with pytest.raises(ValueError, match="unknown setup"):
         torch_setups.measure_here("PyTorch's everything")
     too_many = torch_setups.EXCHANGED_BYTES // (176 * 4) + 1  # beats that overflow the exchanged tensor
@@ -448,17 +458,11 @@ def test_torch_setups_refuse_before_touching_a_gpu():
 
 
 def test_rmm_statistics_are_read_as_dict_or_attributes():
-    from types import SimpleNamespace
-
-    from support.memory.torch_setups import _served
-
-    assert _served(SimpleNamespace(allocation_counts={"total_count": 3})) == 3
-    assert _served(SimpleNamespace(allocation_counts=SimpleNamespace(total_count=4))) == 4
+    assert torch_setups._served(SimpleNamespace(allocation_counts={"total_count": 3})) == 3
+    assert torch_setups._served(SimpleNamespace(allocation_counts=SimpleNamespace(total_count=4))) == 4
 
 
 def test_oom_plan_fails_with_holes_and_fits_without():
-    from support.memory import oom
-
     plan = oom.sizes(4 * GIB)
     assert all(size % (2 * MIB) == 0 for size in plan.values())
     assert 2 * plan["piece"] + plan["ask"] <= 4 * GIB < plan["block"] + plan["ask"]
@@ -467,8 +471,6 @@ def test_oom_plan_fails_with_holes_and_fits_without():
 
 
 def test_oom_rows_say_what_happened_even_when_a_process_failed():
-    from support.memory import oom
-
     table = oom.rows(
         {
             "defaults": {

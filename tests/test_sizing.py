@@ -10,6 +10,7 @@ import types
 
 import pytest
 
+from support.ecg import __main__ as ecg_command
 from support.memory import fragmentation, jax_probe, oversubscription, pools
 from support.units import GIB, MIB
 
@@ -115,7 +116,5 @@ def test_a_suggested_pool_fits_the_free_memory(gb):
 def test_the_ecg_command_lines_memory_bound_stays_within_one_cudf_column(gb):
     """``python -m support.ecg`` refuses a recording larger than the free memory allows and suggests the most hours
     that fit (``check_memory``, 300 bytes a sample): on every card that bound is within cuDF's int32 rows."""
-    from support.ecg import __main__ as ecg_command
-
     free, _ = card(gb)
     assert free // ecg_command.BYTES_PER_SAMPLE <= INT32_MAX

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import nbformat
 import pytest
 
 from booktools import notebooks, teaching
@@ -129,8 +130,6 @@ def test_no_shared_gpu_agenda_has_participants_run_chapter_5():
 
 
 def test_a_chapter_is_run_whole_in_order_discussed_from_the_top_while_its_slot_holds_it(tmp_path):
-    import nbformat
-
     chapter = nbformat.v4.new_notebook()
     chapter.cells = [nbformat.v4.new_markdown_cell("# A chapter")]
     for section in ("First", "Second", "Third"):

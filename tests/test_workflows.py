@@ -5,6 +5,7 @@ image and the devcontainer with actions (no command of ours), on every change to
 from __future__ import annotations
 
 import fnmatch
+import json
 import re
 import shlex
 import subprocess
@@ -68,9 +69,6 @@ def triggers(name: str) -> dict:
 def test_a_change_to_what_the_image_copies_rebuilds_it():
     """The image copies the lock, then the whole working tree but .dockerignore's paths: every tracked file the
     image or the devcontainer uses triggers the container workflow (on a push to main and on a pull request)."""
-    import fnmatch
-    import subprocess
-
     on = triggers("container")
     assert on["push"]["paths"] == on["pull_request"]["paths"]
     patterns = on["push"]["paths"]
@@ -96,14 +94,10 @@ def test_the_image_installs_the_lock_make_gpu_env_installs():
 
 
 def subprocess_output(command: list[str]) -> str:
-    import subprocess
-
     return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=True).stdout
 
 
 def test_the_devcontainer_is_built_from_the_dockerfile():
-    import json
-
     text = (ROOT / ".devcontainer" / "devcontainer.json").read_text()
     config = json.loads("\n".join(line for line in text.splitlines() if not line.lstrip().startswith("//")))
     assert config["build"] == {"dockerfile": "../Dockerfile", "context": ".."}
