@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import io
 import json
+import tokenize
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -61,13 +63,15 @@ del _book_fingerprint
 
 
 def file_hash(path: Path) -> str:
-    r"""The first 16 hex digits of the SHA-256 of the code a file holds: for a Python file its syntax tree with the
-    docstrings left out, so a corrected docstring, a comment or a reflowed line does not make the outputs of the
-    code stale (nothing a chapter printed came from them); for any other file its bytes.
+    r"""The first 16 hex digits of the SHA-256 of the code a file holds: for a Python file its text without its
+    docstrings, comments and blank lines (:func:`_code_of`), so a corrected docstring or comment does not make
+    the outputs of the code stale (nothing a chapter printed came from them); for any other file its bytes.
 
     >>> def code(text):
     ...     return _code_of(text.encode(), ".py")
     >>> code("def f():\n    'Old words.'\n    return 1  # one\n") == code("def f():\n\n    return 1\n")
+    True
+    >>> code("'Module → ×.'\nx = 'é'  # é\n") == code("\nx = 'é'\n")
     True
     >>> code("def f():\n    return 1\n") == code("def f():\n    return 2\n")
     False
@@ -77,21 +81,43 @@ def file_hash(path: Path) -> str:
 
 
 def _code_of(data: bytes, suffix: str) -> bytes:
-    """What :func:`file_hash` hashes: a Python file's syntax tree without docstrings (positions left out), else
-    the bytes as they are (also for Python that does not parse)."""
+    """What :func:`file_hash` hashes: a Python file's text with its docstrings and comments blanked out and its
+    blank lines and trailing spaces dropped, else the bytes as they are (also for Python that does not parse).
+
+    Text, not a dump of the syntax tree: the tree's dump differs between Python versions (3.12 added fields), and
+    a fingerprint taken on the GPU host's Python must match the same code read by another Python.
+    """
     if suffix != ".py":
         return data
     try:
-        tree = ast.parse(data)
-    except SyntaxError:
+        text = data.decode("utf-8")
+        tree = ast.parse(text)
+    except (SyntaxError, UnicodeDecodeError):
         return data
+    lines = text.splitlines()
+
+    def column(line: int, byte_offset: int) -> int:  # the syntax tree counts UTF-8 bytes, tokenize characters
+        return len(lines[line - 1].encode()[:byte_offset].decode(errors="ignore"))
+
+    spans = []  # (first line, column, last line, column), lines from 1
     for node in ast.walk(tree):
-        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
-            body = node.body
-            if body and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant):
-                if isinstance(body[0].value.value, str):
-                    node.body = body[1:] or [ast.Pass()]
-    return ast.dump(tree, annotate_fields=False).encode()
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                if isinstance(first.value.value, str):
+                    start, end = first.lineno, first.end_lineno
+                    spans.append((start, column(start, first.col_offset), end, column(end, first.end_col_offset)))
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(text).readline):
+            if token.type == tokenize.COMMENT:
+                spans.append((*token.start, *token.end))
+    except (tokenize.TokenError, SyntaxError):
+        return data
+    for start, first_column, end, last_column in sorted(spans, reverse=True):
+        head, tail = lines[start - 1][:first_column], lines[end - 1][last_column:]
+        lines[start - 1 : end] = [head + tail]
+    kept = [line.rstrip() for line in lines if line.strip()]
+    return "\n".join(kept).encode()
 
 
 def cells_hash(notebook: Mapping) -> str:
