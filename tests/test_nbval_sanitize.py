@@ -51,6 +51,14 @@ FRAGMENTATION_HTML = """\
     </tr>
 """
 
+OOM = (
+    "CUDA out of memory. Tried to allocate 460.00 MiB. GPU 0 has "
+    "a total capacity of {cap} GiB of which {free} GiB is free. Process {pi"
+    "d} has {held} GiB memory in use. Including non-PyTorch memory, this pr"
+    "ocess has {mine} GiB memory in use. 1024.00 MiB allowed; Of the alloca"
+    "ted memory 380.00 MiB is allocated by PyTorch"
+)
+
 CASES = {
     "chapter 1, the CPU line": (
         "CPU: Intel(R) Xeon(R) Processor: 16 cores for this process (of 16)",
@@ -76,6 +84,26 @@ CASES = {
         "one step at 512 beats: 126 kernels, 0.61 ms of kernel time in a 9.37 ms step",
         "one step at 512 beats: 131 kernels, 0.58 ms of kernel time in a 8.12 ms step",
         "one step at 4096 beats: 126 kernels, 0.61 ms of kernel time in a 9.37 ms step",
+    ),
+    "chapter 1, where the lines cross": (
+        "CuPy, data on the GPU: faster than the best CPU line from 1.00 MiB up",
+        "CuPy, data on the GPU: faster than the best CPU line nowhere in this range",
+        "CuPy, data on the host: faster than the best CPU line from 1.00 MiB up",
+    ),
+    "chapter 1, where repeats spread most": (
+        "NumPy, 1 core: repeats at most 3.2× apart (at 4.00 KiB)",
+        "NumPy, 1 core: repeats at most 1.4× apart (at 1.00 KiB)",
+        "NumPy, 2 cores: repeats at most 3.2× apart (at 4.00 KiB)",
+    ),
+    "chapter 4, a step's repeats": (
+        "PyTorch's own: 4.05 ms a step (repeats 3.89 to 4.19)",
+        "PyTorch's own: 3.72 ms a step (repeats 3.37 to 3.97)",
+        "PyTorch's own: 4.05 ms a batch (repeats 3.89 to 4.19)",
+    ),
+    "chapter 4, PyTorch's out-of-memory message": (
+        OOM.format(cap="79.18", free="69.43", pid="2010", held="8.52", mine="1.09"),
+        OOM.format(cap="139.80", free="120.10", pid="1248", held="15.52", mine="1.11"),
+        OOM.format(cap="79.18", free="69.43", pid="2010", held="8.52", mine="1.09").replace("460.00", "470.00"),
     ),
     "chapter 4, fragmentation's largest hole, text": (
         FRAGMENTATION_TEXT.format(fit="486.00"),
