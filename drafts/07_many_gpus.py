@@ -55,20 +55,58 @@ from IPython.display import display
 
 from support import claims, env, needs
 from support.bench import format_ratio, format_seconds
-from support.many_gpus import scale
+from support.many_gpus.cluster import (
+    PLACEMENTS,
+    Placement,
+    available_transports,
+    make_cluster,
+    worker_devices,
+)
+from support.many_gpus.figures import cluster_diagram, task_stream_figure
+from support.many_gpus.host import drop_from_page_cache, filesystem_of, page_cache_bytes
+from support.many_gpus.models import fine_tune, train_on_sample
+from support.many_gpus.ranking import (
+    bytes_between_workers,
+    rank_every_beat,
+    rank_recordings,
+    recording_summary,
+    summaries_and_bytes,
+)
+from support.many_gpus.recordings import (
+    read_everywhere,
+    read_recording,
+    recording_size,
+    recording_specs,
+    write_recordings,
+)
+from support.many_gpus.scoring import (
+    SCORERS,
+    beat_table_traffic,
+    recording_quality,
+    score_everywhere,
+    table_bytes,
+)
+from support.many_gpus.task_stream import busy_span, worker_load
+from support.many_gpus.timing import (
+    measure_stages,
+    pool_runs,
+    scaling_table,
+    second_gpu_speedup,
+    spread_table,
+)
 from support.memory import describe_bytes
 
 GPUS = min(2, len(env.probe_gpus().gpus))  # on one GPU: every part but the two-GPU one
 needs.check_gpu("07_many_gpus", gpus=max(GPUS, 1))
 env.banner(env.GPU_STACK + ("dask", "distributed", "dask_cuda", "dask_cudf"))
-TOUR = scale.Placement(2, workers_per_gpu=2 if GPUS < 2 else 1)  # the tour's cluster
+TOUR = Placement(2, workers_per_gpu=2 if GPUS < 2 else 1)  # the tour's cluster
 if GPUS < 2:
     print("one GPU here: the tour's two workers share it; no two-GPU cluster runs")
 else:
     print("two GPUs here: the tour's two workers have one each; all three clusters run")
 
 # %%
-fig = scale.cluster_diagram(TOUR)
+fig = cluster_diagram(TOUR)
 
 # %% [markdown]
 # The cluster of this chapter's tour, as this machine runs it (the cell above printed which). The notebook is
@@ -89,7 +127,7 @@ fig = scale.cluster_diagram(TOUR)
 #
 # Chapter 4's lesson applies per process: `rmm_pool_size` makes each worker reserve an RMM pool when it starts, and
 # `rmm_allocator_external_lib_list=["cupy", "torch"]` points CuPy and PyTorch at it, as `use_one_pool` did in
-# chapter 6. `scale.make_cluster("gpu")` passes both; `worker_devices` asks every worker what it sees. On a
+# chapter 6. `make_cluster("gpu")` passes both; `worker_devices` asks every worker what it sees. On a
 # machine with one GPU, the tour below runs its two workers on that GPU (`workers_per_gpu=2`, explained with the
 # comparison), and the cell says so.
 
@@ -99,11 +137,11 @@ EPOCHS = 8  # fine-tuning epochs per recording: the size of each recording's tas
 workdir = Path(tempfile.mkdtemp(prefix="ecg-many-"))
 pd.set_option("display.expand_frame_repr", False)
 
-cluster = scale.make_cluster(
+cluster = make_cluster(
     "gpu", workers=2, workers_per_gpu=TOUR.workers_per_gpu, rmm_pool_size="8GB"
 )
 client = Client(cluster)
-devices = scale.worker_devices(client)
+devices = worker_devices(client)
 print(f"{TOUR.label} on this machine")
 display(devices)
 
@@ -124,9 +162,9 @@ assert devices["memory resource"].str.contains("Pool").all()
 # and each worker synthesizes its recordings on its own GPU and writes them with cuDF.
 
 # %%
-specs = scale.recording_specs(COUNT, HOURS)
+specs = recording_specs(COUNT, HOURS)
 start = time.perf_counter()
-paths, metadata = scale.write_recordings(workdir, specs, on="gpu", client=client)
+paths, metadata = write_recordings(workdir, specs, on="gpu", client=client)
 written = time.perf_counter() - start
 size = sum(path.stat().st_size for path in paths)
 print(
@@ -159,7 +197,7 @@ metadata.head(4)
 #
 # Chapter 6 trained an autoencoder per recording, from scratch. Here one *global* model is trained on beats
 # sampled from four recordings, and each recording's task then *fine-tunes* a copy of it on that recording's
-# own beats (`scale.fine_tune`: `EPOCHS` more epochs, starting from the global weights) before scoring them:
+# own beats (`fine_tune`: `EPOCHS` more epochs, starting from the global weights) before scoring them:
 # a model per patient, the step a department takes when patients differ more than one model covers. Every beat
 # gets three scores:
 #
@@ -183,7 +221,7 @@ metadata.head(4)
 
 # %%
 sample = [str(path) for path in paths[:4]]
-model = client.submit(scale.train_on_sample, sample, on="gpu", pure=False).result()
+model = client.submit(train_on_sample, sample, on="gpu", pure=False).result()
 print(f"trained on {model.trained_on:,} beats from {len(sample)} recordings")
 
 # %% [markdown]
@@ -191,7 +229,7 @@ print(f"trained on {model.trained_on:,} beats from {len(sample)} recordings")
 #
 # One read and one scoring task per recording; `wait` returns when every table is done. Two of Dask's own tools
 # watch it. `get_task_stream` records what each worker did and when (the record the dashboard's "Task Stream"
-# plot draws), and `scale.task_stream_figure` draws that record with matplotlib for this page.
+# plot draws), and `task_stream_figure` draws that record with matplotlib for this page.
 # `performance_report` writes the dashboard's own pages for the same run into one HTML file: the task stream,
 # each worker's profile (where the time went, function by function), the bandwidth between workers and the
 # progress, drawn by Dask with Bokeh. It is written beside this notebook, as `07_many_gpus_performance.html`, to
@@ -208,8 +246,8 @@ except ImportError:
     print("no Bokeh here (pip install bokeh): Dask's performance report is not written")
     reporting, report = contextlib.nullcontext(), None
 with reporting, get_task_stream(client) as stream:
-    recordings = scale.read_everywhere(client, paths, on="gpu")
-    tables = scale.score_everywhere(
+    recordings = read_everywhere(client, paths, on="gpu")
+    tables = score_everywhere(
         client, recordings, model, on="gpu", fine_tune_epochs=EPOCHS
     )
     wait(tables)
@@ -219,11 +257,11 @@ if report is not None:
 holders = client.who_has(tables)
 per_worker = pd.Series([a for held in holders.values() for a in held]).value_counts()
 assert list(per_worker) == [COUNT // 2] * 2  # each scored where its half was read
-fig = scale.task_stream_figure(stream.data, title="Sixteen recordings, two workers")
+fig = task_stream_figure(stream.data, title="Sixteen recordings, two workers")
 
 # %%
-scoring = scale.worker_load(stream.data, function="score_recording")
-reading = scale.worker_load(stream.data, function="read_recording")
+scoring = worker_load(stream.data, function="score_recording")
+reading = worker_load(stream.data, function="read_recording")
 beats_each = client.gather(client.map(len, tables))
 print(f"beats per recording: {min(beats_each):,} to {max(beats_each):,}")
 claims.at_least(
@@ -251,14 +289,14 @@ claims.at_least(
 # training are marked: the other twelve are recordings it has never seen.
 
 # %%
-judged = client.map(scale.recording_quality, tables, folder=str(workdir))
+judged = client.map(recording_quality, tables, folder=str(workdir))
 quality = pd.DataFrame(client.gather(judged)).merge(
     metadata[["recording", "ectopic_rate"]], on="recording"
 )
 quality["in training sample"] = quality["recording"].isin(
     [Path(p).stem for p in sample]
 )
-ectopic = [f"ectopic: {name}" for name in scale.SCORERS.values()]
+ectopic = [f"ectopic: {name}" for name in SCORERS.values()]
 shown = ["recording", "ectopic_rate", "in training sample", "auroc", *ectopic]
 print(quality[shown].round(3).to_string(index=False))
 
@@ -315,7 +353,7 @@ workers = sorted(client.scheduler_info()["workers"])
 traffic = {}
 for k, address in enumerate(workers):
     seen = client.run(
-        scale.beat_table_traffic, str(paths[0]), model, on="gpu", workers=[address]
+        beat_table_traffic, str(paths[0]), model, on="gpu", workers=[address]
     )
     traffic[f"worker {k}"] = seen[address]
 rows = [
@@ -356,18 +394,18 @@ for worker, stages in traffic.items():
 # ## The rankings
 #
 # Ranking the recordings needs one number per recording, and each number can be computed where its table lives.
-# `scale.recording_summary` reduces one beat table to one row (its beats, its heart rate, the share of its beats
+# `recording_summary` reduces one beat table to one row (its beats, its heart rate, the share of its beats
 # that came early, the share the global model flags); `client.map` runs it on every table's worker, and only the
 # rows travel to the notebook, where pandas joins them with the sixteen-row metadata table. The cell prints how
 # many bytes the workers sent for it, beside the size of the tables that stayed where they were.
 
 # %%
-summaries, gathered, sent = scale.summaries_and_bytes(client, tables)
-tables_size = sum(client.gather(client.map(scale.table_bytes, tables)))
+summaries, gathered, sent = summaries_and_bytes(client, tables)
+tables_size = sum(client.gather(client.map(table_bytes, tables)))
 print(f"beat tables on the workers: {describe_bytes(tables_size)}")
 print(f"summaries gathered: {describe_bytes(gathered)}")
 print(f"bytes the workers sent for them: {describe_bytes(sent)}")
-ranking = scale.rank_recordings(summaries, metadata)
+ranking = rank_recordings(summaries, metadata)
 print(ranking.round(4).to_string(index=False))
 
 # %%
@@ -407,15 +445,15 @@ claims.holds(
 #
 # One question does need the beats of every recording together: where each beat's score stands among *all*
 # beats, across recordings (the top 1 % of the whole department's beats, say, for a cardiologist to review first,
-# in order). `scale.rank_every_beat` asks Dask DataFrame to sort every beat by its global score: `sort_values`
+# in order). `rank_every_beat` asks Dask DataFrame to sort every beat by its global score: `sort_values`
 # samples the scores, cuts their range into partitions, and sends every beat row to the partition of its range. That
 # is a **shuffle**: on two workers, a share of the rows leave their worker (copied from the GPU to the host, sent
 # over a TCP socket, copied to the other GPU). `bytes_between_workers` counts what the workers sent.
 
 # %%
-before = scale.bytes_between_workers(client)
-top = scale.rank_every_beat(tables, on="gpu", top=0.01)
-shuffled = scale.bytes_between_workers(client) - before
+before = bytes_between_workers(client)
+top = rank_every_beat(tables, on="gpu", top=0.01)
+shuffled = bytes_between_workers(client) - before
 print(f"the global rank sent {describe_bytes(shuffled)} between workers")
 print(top.head(8).round(4).to_string(index=False))
 
@@ -447,7 +485,7 @@ print(top.head(8).round(4).to_string(index=False))
 # on each of two starts of each cluster (below); the tables show the median and the spread:
 #
 # - "read from disk": every recording read until all are in GPU memory, each worker reading its share, with every
-#   file's pages dropped from the operating system's page cache first (`scale.drop_from_page_cache`, below);
+#   file's pages dropped from the operating system's page cache first (`drop_from_page_cache`, below);
 #   "read from the page cache": the same read with the files already in memory;
 # - "score every recording": from `client.map` to the moment every table is done, each task where its recording
 #   lives: beats found, scored, the model fine-tuned on them, scored again;
@@ -470,18 +508,18 @@ print(top.head(8).round(4).to_string(index=False))
 # some of what it did (a profiler that was started, memory in its pool).
 
 # %%
-filesystem = scale.filesystem_of(workdir)
+filesystem = filesystem_of(workdir)
 print(f"the recordings lie on {filesystem}")
 COLD = filesystem not in ("tmpfs", "ramfs")  # in memory: nothing to drop, no disk
 if COLD:
     for path in paths:  # every recording in the page cache, then dropped from it
         path.read_bytes()
-    cached = scale.page_cache_bytes()
+    cached = page_cache_bytes()
     for path in paths:
-        scale.drop_from_page_cache(path)
+        drop_from_page_cache(path)
     claims.at_least(
         "many.pages_dropped",
-        cached - scale.page_cache_bytes(),
+        cached - page_cache_bytes(),
         size / 2,
         unit="B",
         control=size,
@@ -499,7 +537,7 @@ else:
 # Each cluster is started twice, in the order one worker, two on one GPU, two on two GPUs, then back (A B C C B
 # A; on one GPU, A B B A), each start with a warm-up run and three timed repeats. Whatever drifts during the run
 # (a GPU warming up, the page cache filling, another process on the host) then weighs on every cluster alike,
-# and `scale.pool_runs` pools the two starts' repeats of each cluster: the spread printed below spans the clusters
+# and `pool_runs` pools the two starts' repeats of each cluster: the spread printed below spans the clusters
 # started, not only one start's repeats. Each start prints its workers' GPUs and the CPU cores they may run on:
 # Dask-CUDA pins each worker to the cores near its GPU, and the copied worker of two on one GPU keeps its
 # original's cores.
@@ -507,24 +545,24 @@ else:
 # %%
 client.close()
 cluster.close()
-placements = [p for p in scale.PLACEMENTS if p.gpus <= GPUS]
+placements = [p for p in PLACEMENTS if p.gpus <= GPUS]
 started = []
 for placement in placements + placements[::-1]:
-    fresh = scale.make_cluster(
+    fresh = make_cluster(
         "gpu",
         workers=placement.workers,
         workers_per_gpu=placement.workers_per_gpu,
         rmm_pool_size="8GB",
     )
     with fresh, Client(fresh) as fresh_client:
-        seen = scale.worker_devices(fresh_client)
+        seen = worker_devices(fresh_client)
         first = seen["CUDA_VISIBLE_DEVICES"].str.split(",").str[0]
         assert first.nunique() == placement.gpus, seen
         gpu_cores = zip(first, seen["CPU cores"], strict=True)
         cores = "; ".join(f"GPU {g}: cores {c}" for g, c in gpu_cores)
         print(f"{placement.label}: {cores}")
         started.append(
-            scale.measure_stages(
+            measure_stages(
                 fresh_client,
                 paths,
                 model,
@@ -536,16 +574,16 @@ for placement in placements + placements[::-1]:
                 cold=COLD,
             )
         )
-runs = scale.pool_runs(started)
+runs = pool_runs(started)
 print(f"{len(started)} clusters started; repeats pooled for {len(runs)} placements")
 
 # %% tags=["nbval-ignore-output"]
-scale.scaling_table(runs)
+scaling_table(runs)
 
 # %% tags=["nbval-ignore-output"]
 shown_stages = ["  score: on the workers", "read from the page cache"]
 for stage in shown_stages + ["read from disk"] * COLD:
-    spread = scale.spread_table(runs, stage)
+    spread = spread_table(runs, stage)
     print(f"{stage.strip()}, seconds:")
     print(spread.round(3).to_string(), end="\n\n")
 
@@ -569,7 +607,7 @@ process_gain = one.timings[score].median / runs[1].timings[score].median
 print(f"a second process on the same GPU, scoring: {format_ratio(process_gain)}")
 if len(runs) == 3:
     shared, own = runs[1], runs[2]
-    bounds = scale.second_gpu_speedup(shared, own, score)
+    bounds = second_gpu_speedup(shared, own, score)
     print(
         "the second GPU, scoring: "
         + ", ".join(f"{name} {format_ratio(value)}" for name, value in bounds.items())
@@ -671,10 +709,10 @@ for run in runs[1:]:
 # wheels import; where they do not, it says so, and the chapter makes no claim about UCX.
 
 # %%
-if "ucx" in scale.available_transports() and GPUS >= 2:
-    with scale.make_cluster("gpu", protocol="ucx", rmm_pool_size="8GB") as ucx:
+if "ucx" in available_transports() and GPUS >= 2:
+    with make_cluster("gpu", protocol="ucx", rmm_pool_size="8GB") as ucx:
         with Client(ucx) as ucx_client:
-            ucx_run = scale.measure_stages(
+            ucx_run = measure_stages(
                 ucx_client,
                 paths,
                 model,
@@ -765,13 +803,13 @@ else:
 # cluster of their own, started here, and the model trained above.
 
 # %%
-cluster = scale.make_cluster(
+cluster = make_cluster(
     "gpu", workers=2, workers_per_gpu=TOUR.workers_per_gpu, rmm_pool_size="8GB"
 )
 client = Client(cluster)
 workers = sorted(client.scheduler_info()["workers"])
 by_placement = {run.placement: run for run in runs}
-alone = by_placement[scale.Placement(1)].load.loc["score", "median task"].median()
+alone = by_placement[Placement(1)].load.loc["score", "median task"].median()
 tour_task = by_placement[TOUR].load.loc["score", "median task"].median()
 print(f"{TOUR.label}, as in the tour")
 print(f"a scoring task, one worker alone on its GPU: {format_seconds(alone)}")
@@ -782,10 +820,10 @@ print(f"a scoring task on the cluster {TOUR.label}: {format_seconds(tour_task)}"
 # :label: ex-many-uneven
 # ```
 # **Predict, then measure.** `read_everywhere` dealt the recordings out evenly. Read three quarters of them on
-# the first worker and the rest on the second instead (`client.map(scale.read_recording, ...,
+# the first worker and the rest on the second instead (`client.map(read_recording, ...,
 # workers=[address])` pins each read to a worker). From the scoring tasks' times printed above (measured in the
 # comparison: a worker alone on its GPU, and a worker of this cluster while the other works too), predict how
-# long scoring all of them takes on the workers; then measure it from the task stream with `scale.busy_span`.
+# long scoring all of them takes on the workers; then measure it from the task stream with `busy_span`.
 #
 # ```{exercise-end}
 # ```
@@ -807,7 +845,7 @@ placement = {workers[0]: paths[:heavy], workers[1]: paths[heavy:]}
 uneven = []
 for address, mine in placement.items():
     uneven += client.map(
-        scale.read_recording,
+        read_recording,
         [str(path) for path in mine],
         fs=FS,
         on="gpu",
@@ -820,11 +858,11 @@ wait(uneven)
 def scoring_span(recordings):
     with get_task_stream(client) as stream:
         wait(
-            scale.score_everywhere(
+            score_everywhere(
                 client, recordings, model, on="gpu", fine_tune_epochs=EPOCHS
             )
         )
-    return scale.busy_span(stream.data)
+    return busy_span(stream.data)
 
 
 scoring_span(uneven)  # a warm-up: this cluster's first tasks load the kernels
@@ -847,7 +885,7 @@ del uneven
 # :label: ex-many-find-the-move
 # ```
 # **Find the move.** `score_on_first_worker` gives the right tables, but slowly. Find out with
-# `scale.bytes_between_workers` what it sends between the workers, say why, and score the recordings so that
+# `bytes_between_workers` what it sends between the workers, say why, and score the recordings so that
 # nothing moves.
 #
 # ```{exercise-end}
@@ -856,9 +894,7 @@ del uneven
 
 # %%
 def score_on_first_worker(recordings):
-    return scale.score_everywhere(
-        client, recordings, model, on="gpu", workers=[workers[0]]
-    )
+    return score_everywhere(client, recordings, model, on="gpu", workers=[workers[0]])
 
 
 # %% [markdown]
@@ -874,18 +910,18 @@ def score_on_first_worker(recordings):
 
 # %%
 def bytes_moved_by(start):
-    before = scale.bytes_between_workers(client)
+    before = bytes_between_workers(client)
     wait(start())
-    return scale.bytes_between_workers(client) - before
+    return bytes_between_workers(client) - before
 
 
-recordings = scale.read_everywhere(client, paths, on="gpu")
+recordings = read_everywhere(client, paths, on="gpu")
 wait(recordings)
 holders = client.who_has(recordings)
 on_second = [r for r in recordings if workers[1] in holders[r.key]]
-second_holds = sum(client.gather(client.map(scale.recording_size, on_second)))
+second_holds = sum(client.gather(client.map(recording_size, on_second)))
 where_they_live = bytes_moved_by(
-    lambda: scale.score_everywhere(client, recordings, model, on="gpu")
+    lambda: score_everywhere(client, recordings, model, on="gpu")
 )
 pinned = bytes_moved_by(lambda: score_on_first_worker(recordings))
 print(f"the second worker holds {describe_bytes(second_holds)} of recordings")
@@ -902,7 +938,7 @@ assert where_they_live < 2**20, where_they_live
 # ```{exercise-start}
 # :label: ex-many-top-without-shuffle
 # ```
-# **Count without moving the beats.** `scale.rank_every_beat` sorted every beat to count, per recording, its beats
+# **Count without moving the beats.** `rank_every_beat` sorted every beat to count, per recording, its beats
 # among the top 1 % of all. Compute the same counts without a shuffle: each worker sends only what the notebook
 # needs to find the score that cuts the top 1 %, and then counts its own beats above it. Check your counts
 # against `top["in_top"]` and compare the bytes the workers sent with the sort's.
@@ -930,13 +966,13 @@ def beats_above(table, cut):
     return int((table["score"] >= cut).sum())
 
 
-scored = scale.score_everywhere(client, recordings, model, on="gpu")
+scored = score_everywhere(client, recordings, model, on="gpu")
 k = int(np.ceil(0.01 * sum(client.gather(client.map(len, scored)))))
-before = scale.bytes_between_workers(client)
+before = bytes_between_workers(client)
 candidates = np.concatenate(client.gather(client.map(top_scores, scored, k=k)))
 cut = np.sort(candidates)[-k]
 counts = client.gather(client.map(beats_above, scored, cut=cut))
-sent = scale.bytes_between_workers(client) - before
+sent = bytes_between_workers(client) - before
 names = [Path(path).stem for path in paths]
 mine = pd.Series(counts, index=names).sort_index()
 sorts = top.set_index("recording")["in_top"].sort_index()
