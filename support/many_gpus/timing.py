@@ -21,13 +21,16 @@ from support.many_gpus.ranking import bytes_between_workers, rank_every_beat, ra
 from support.many_gpus.recordings import read_everywhere
 from support.many_gpus.scoring import score_everywhere, table_bytes
 from support.many_gpus.task_stream import busy_span, worker_load
+from support.many_gpus.utilisation import UtilisationSampler, pooled, summarize
 
 
 @dataclass
 class ScalingRun:
     """The stages of the chapter timed on one cluster: their wall-clock timings (every repeat kept), the bytes
     each ranking sent between workers (beside the size of all beat tables) and the bytes the summaries brought to
-    the notebook, and both rankings themselves (to check that every cluster computes the same)."""
+    the notebook, both rankings themselves (to check that every cluster computes the same), and every GPU's
+    utilisation sampled during the timed scoring runs (:mod:`support.many_gpus.utilisation`; empty without
+    NVML)."""
 
     placement: Placement
     timings: dict[str, object]  # stage -> support.bench.Timing
@@ -38,6 +41,7 @@ class ScalingRun:
     table_bytes: int  # the beat tables' size in memory, all together
     load: object  # pandas DataFrame: each worker's tasks in the last timed read and score (worker_load)
     starts: int = 1  # how many clusters were started for these repeats (pool_runs adds them up)
+    utilisation: dict = dataclasses.field(default_factory=dict)  # GPU -> samples (percent) while scoring
 
     @property
     def workers(self) -> int:
@@ -75,11 +79,12 @@ def measure_stages(
     ``repeat`` timed ones): every recording read (:func:`read_everywhere`) until all are in memory, from the disk
     (:func:`time_cold`) and from the page cache; then every recording scored (:func:`score_recording` with
     ``fine_tune_epochs``, one task each, where its recording lives; the model travels with each task) until
-    every table is done; then the two rankings: the per-recording summaries computed where the tables live and
-    gathered (:func:`rank_recordings`), and every beat ranked across recordings (:func:`rank_every_beat`, a
-    shuffle). ``placement`` says what the cluster is (by default: its workers, one per GPU). ``cold=False`` leaves
-    the read from disk out (where nothing can be dropped from the page cache, as on ``tmpfs``, it would time the
-    read from the page cache again). Returns a :class:`ScalingRun`."""
+    every table is done, with every GPU's utilisation sampled during the timed runs (:class:`UtilisationSampler`);
+    then the two rankings of the last timed run's tables: the per-recording summaries computed where the tables
+    live and gathered (:func:`rank_recordings`), and every beat ranked across recordings (:func:`rank_every_beat`,
+    a shuffle). ``placement`` says what the cluster is (by default: its workers, one per GPU). ``cold=False``
+    leaves the read from disk out (where nothing can be dropped from the page cache, as on ``tmpfs``, it would time
+    the read from the page cache again). Returns a :class:`ScalingRun`."""
     import pandas as pd
     from distributed import get_task_stream, wait
 
@@ -101,20 +106,26 @@ def measure_stages(
     timings[STAGES[1]] = time_wall(read, label=STAGES[1], warmup=warmup, repeat=repeat)
     recordings = read()
 
+    latest = []  # the tables of the last scoring run, held so that the rankings rank them
+
     def score():
         def start():
             return score_everywhere(client, recordings, model, on=on, fine_tune_epochs=fine_tune_epochs)
 
-        return streamed("score", start)
+        latest[:] = [streamed("score", start)]
+        return latest[0]
 
-    timings[STAGES[3]] = time_wall(score, label=STAGES[3], warmup=warmup, repeat=repeat)
+    for _ in range(warmup):  # untimed, and outside the utilisation samples
+        score()
+    with UtilisationSampler() as sampler:
+        timings[STAGES[3]] = time_wall(score, label=STAGES[3], warmup=0, repeat=repeat)
     # the last `repeat` streams of each kind are the timed runs (the read after them is the one kept): the warm
     # reads, never the cold ones before them
     for kind, label, last in (("read", STAGES[2], -1), ("score", STAGES[4], None)):
-        timed = streams[kind][:last][-repeat:]
+        timed = streams[kind][:last][-repeat:]  # the warm-up's streams come before
         timings[label] = Timing(label, tuple(busy_span(records) for records in timed), "wall")
     load = pd.concat({kind: worker_load(streams[kind][-1]) for kind in streams}, names=["stage", "worker"])
-    tables = score()
+    tables = latest[0]  # the last timed run's: no scoring run more than the repeats
     summaries, gathered, sent_by_summaries = summaries_and_bytes(client, tables)
     before = bytes_between_workers(client)
     top = rank_every_beat(tables, on=on)
@@ -139,6 +150,7 @@ def measure_stages(
         top,
         int(tables_size),
         load,
+        utilisation=sampler.samples,
     )
 
 
@@ -200,9 +212,9 @@ def spread_table(runs, stage: str):
 def pool_runs(runs) -> list[ScalingRun]:
     """The runs of ``runs`` pooled by placement, in the order each placement first appears: every stage's repeats
     of all the runs of one placement in one :class:`support.bench.Timing` (so that the spread spans the clusters
-    started for it, not one start's repeats), the rest (bytes, rankings, load) from that placement's last run.
-    Run the clusters in a mirrored order (A B C C B A) and pool them: drift over the run (a warming GPU, a filling
-    page cache) then weighs on every placement alike."""
+    started for it, not one start's repeats), and the GPUs' utilisation samples of all of them together; the rest
+    (bytes, rankings, load) from that placement's last run. Run the clusters in a mirrored order (A B C C B A) and
+    pool them: drift over the run (a warming GPU, a filling page cache) then weighs on every placement alike."""
     from support.bench import Timing
 
     if not runs:
@@ -210,11 +222,30 @@ def pool_runs(runs) -> list[ScalingRun]:
     groups: dict[Placement, list[ScalingRun]] = {}
     for run in runs:
         groups.setdefault(run.placement, []).append(run)
-    pooled = []
+    together = []
     for mine in groups.values():
         timings = {
             stage: Timing(stage, tuple(x for run in mine for x in run.timings[stage].samples), "wall")
             for stage in mine[0].timings
         }
-        pooled.append(dataclasses.replace(mine[-1], timings=timings, starts=sum(run.starts for run in mine)))
-    return pooled
+        starts = sum(run.starts for run in mine)
+        samples = pooled(*(run.utilisation for run in mine))
+        together.append(dataclasses.replace(mine[-1], timings=timings, starts=starts, utilisation=samples))
+    return together
+
+
+def utilisation_table(runs, *, busy: float | None = None):
+    """Each GPU's utilisation while each cluster of ``runs`` scored (:attr:`ScalingRun.utilisation`): one row per
+    cluster and GPU (NVML's numbering), with the mean utilisation (percent), the share of samples at or above
+    ``busy`` percent (:data:`support.many_gpus.utilisation.BUSY` by default) and the number of samples. Empty
+    where no GPU was sampled (no NVML). A pandas DataFrame."""
+    import pandas as pd
+
+    from support.many_gpus.utilisation import BUSY
+
+    rows = []
+    for run in runs:
+        for gpu, numbers in summarize(run.utilisation, busy=BUSY if busy is None else busy).items():
+            rows.append({"cluster": run.placement.label, "GPU": gpu} | numbers)
+    columns = ["cluster", "GPU", "mean", "busy share", "samples"]
+    return pd.DataFrame(rows, columns=columns).set_index(["cluster", "GPU"])
