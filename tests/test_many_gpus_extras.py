@@ -69,6 +69,8 @@ def test_a_wider_model_scores_in_smaller_batches_and_fine_tunes_in_its_own(tmp_p
     assert wide.score_batch(176) < narrow.score_batch(176) and wide.score_batch(1 << 30) == 1
     with pytest.raises(ValueError, match="even number of channels"):
         models.train_on_sample(paths[:1], channels=3)
+    narrow_flops, wide_flops = (models.flops_per_beat(176, c) for c in (32, 64))
+    assert 0 < narrow_flops < wide_flops < 4 * narrow_flops + 1e6  # the convolutions grow with channels squared
 
 
 def test_torchrun_ranks_score_their_share_each(tmp_path):

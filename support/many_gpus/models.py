@@ -55,6 +55,24 @@ class GlobalModel:
         return vae.anomaly_scores(self.model.to(tensor.device), tensor, batch_size=batch)
 
 
+def flops_per_beat(width: int, channels: int, *, latent: int = 2, beats: int = 8) -> float:
+    """The floating-point operations of one training step of chapter 6's autoencoder, per beat, for beats of
+    ``width`` samples and convolutions ``channels`` wide: counted by PyTorch's ``FlopCounterMode`` on a small batch
+    on the CPU (the same count on any device; the GPU's speed at it is another matter)."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from support.ecg import vae
+
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        model = vae.BeatVAE(width, latent=latent, channels=channels)
+    optimizer = torch.optim.Adam(model.parameters())
+    with FlopCounterMode(display=False) as counter:
+        vae.train_step(model, optimizer, torch.zeros(beats, width))
+    return counter.get_total_flops() / beats
+
+
 def _beats_of(path, fs: float, on: str):
     from support.ecg import pipeline, reading
 
