@@ -406,7 +406,7 @@ rows = [
 ]
 print(pd.DataFrame(rows).to_string(index=False))
 
-# %%
+# %% tags=["nbval-ignore-output"]
 csv_bytes = paths[0].stat().st_size
 for worker, stages in traffic.items():
     read = stages["read"].host_to_device

@@ -110,6 +110,7 @@ def worker_gpus(top_level: str, *, workers: int = 2, timeout: float = 240):
     root = str(Path(__file__).resolve().parents[2])
     env = os.environ | {"PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
     env.pop("CUDA_VISIBLE_DEVICES", None)  # every GPU visible to the script, as on a fresh shell
+    env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"  # CUDA numbers the GPUs as NVML does, so that the two columns compare
     with tempfile.TemporaryDirectory(prefix="early-context-") as folder:
         path = Path(folder) / "start_cluster.py"
         path.write_text(script(top_level, workers=workers))
