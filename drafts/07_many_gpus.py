@@ -830,9 +830,9 @@ else:
 
 # %% tags=["nbval-ignore-output"]
 if GPUS >= 2:
-    landed = {top: worker_gpus(top) for top in TOP_LEVEL}
-    for top, rows in landed.items():
-        print(f"at the script's top level: {top}")
+    landed = {code: worker_gpus(code) for code in TOP_LEVEL}
+    for code, rows in landed.items():
+        print(f"at the script's top level: {code}")
         print(rows.drop(columns="CUDA_VISIBLE_DEVICES").to_string(), end="\n\n")
 else:
     print("one GPU here: every worker's GPU is GPU 0 whatever the script does")
