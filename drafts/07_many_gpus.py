@@ -679,13 +679,13 @@ print(f"busy: a sample at or above {BUSY:.0f} %")
 print(utilisation.round(2).to_string())
 
 # %%
-alone, shared_gpu = (
-    utilisation.loc[p.label, "mean"].max() for p in PLACEMENTS[:2]
-)  # each cluster's busiest GPU
+alone, shared_gpu = (  # each cluster's busiest GPU, as a share of the time
+    utilisation.loc[p.label, "mean"].max() / 100 for p in PLACEMENTS[:2]
+)
 claims.at_least(
     "many.one_gpu_two_workers_saturated",
     shared_gpu,
-    80.0,
+    0.8,
     unit="%",
     control=alone,
     control_is="one worker alone on the GPU, mean utilisation",
