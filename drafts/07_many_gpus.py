@@ -505,8 +505,9 @@ print(top.head(8).round(4).to_string(index=False))
 # 1. **one worker on one GPU**;
 # 2. **two workers on ONE GPU**: the control. A second process can speed a job up on its own: while one process
 #    prepares its next kernels, parses its CSV or waits for Python, the other's kernels can use the GPU, which
-#    chapter 6 found idle most of a training step. Whatever this cluster gains over the first, the second GPU
-#    cannot claim;
+#    chapter 6 found idle most of a training step (the wider model here is meant to leave it less idle; the
+#    utilisation table below shows how much). Whatever this cluster gains over the first, the second GPU cannot
+#    claim;
 # 3. **two workers on two GPUs**.
 #
 # The speed-up of the **second GPU** is (2) against (3): the same two processes, with one GPU or two.
@@ -515,7 +516,7 @@ print(top.head(8).round(4).to_string(index=False))
 # starts one worker and adds a copy of its specification beside it (`share_each_worker_s_device`): the same
 # environment and so the same GPU, the same RMM pool size and the same setup.
 #
-# Each stage is timed with the wall clock (the work is spread over processes), after a warm-up run, three times
+# Each stage is timed with the wall clock (the work is spread over processes), after a warm-up run, `REPEAT` times
 # on each of two starts of each cluster (below); the tables show the median and the spread:
 #
 # - "read from disk": every recording read until all are in GPU memory, each worker reading its share, with every
@@ -525,17 +526,18 @@ print(top.head(8).round(4).to_string(index=False))
 #   lives: beats found, scored, the model fine-tuned on them, scored again;
 # - each "on the workers" line: the same runs seen from the task stream, from the start of the first task to the
 #   end of the last: the workers' part, without the notebook's (sending the tasks, hearing that they are done);
-# - the two rankings, each from its first call to its result in the notebook.
+# - the two rankings of the last scoring run's tables, each from its first call to its result in the notebook;
+# - while the timed scoring runs go, each GPU's utilisation, sampled from the notebook (explained with its table).
 #
 # **Reading from the disk.** A file read once stays in the page cache, and the next read of it copies memory.
 # `drop_from_page_cache` asks the kernel to forget a file's pages with `os.posix_fadvise(fd, 0, 0,
 # POSIX_FADV_DONTNEED)`. That call is advice: the kernel drops only *clean* pages, so pages still waiting to be
 # written (a file just written is mostly such pages) must be flushed first, which `os.fsync` on the same file
 # does, and the kernel may still keep some. The cell below checks that it worked here, with its control: the
-# page cache (`Cached` in `/proc/meminfo`), which must shrink by most of the recordings' size, once they have all
-# been read into it. It also names the file system the recordings lie on: on `tmpfs` a file lives in memory,
-# nothing can be dropped, and there is no disk to read from. The two read rows of the comparison, side by side,
-# then show what the disk added on this machine.
+# page cache (`page_cache_bytes`: psutil's count of it, from `/proc/meminfo`), which must shrink by most of the
+# recordings' size, once they have all been read into it. It also names the file system the recordings lie on: on
+# `tmpfs` a file lives in memory, nothing can be dropped, and there is no disk to read from. The two read rows of
+# the comparison, side by side, then show what the disk added on this machine.
 #
 # Every cluster is started afresh, the same way. The cluster of the tour above is closed
 # first: its workers ran the traffic meter's profiler, trained the model and ranked the beats, and a process keeps
@@ -989,7 +991,10 @@ print(f"spilling: {format_ratio(spills['timing'].median / fits['timing'].median)
 # - Make the unit of work the thing that must stay whole (here, a recording), and keep its data where it was
 #   read: results stay on the workers as futures, and a summary travels instead of the table.
 # - Credit a second GPU only with what a second process on the same GPU does not already give, and only as far
-#   as the spread of the repeats allows.
+#   as the spread of the repeats allows; print each GPU's utilisation beside the ratio, so that it shows whether
+#   the GPU was the resource at all.
+# - Keep every CUDA call of a script that starts a cluster under `if __name__ == "__main__":`; spawned workers run
+#   the rest of it again before they learn their GPU.
 # - Shuffle only for a question about every row's place among all rows; measure the bytes it moves.
 
 # %% [markdown]
