@@ -220,11 +220,11 @@ metadata.head(4)
 # %% [markdown]
 # ## One model for every recording, and one per recording
 #
-# Chapter 6 trained an autoencoder per recording, from scratch. Here one *global* model is trained on beats
-# sampled from four recordings, and each recording's task then *fine-tunes* a copy of it on that recording's
-# own beats (`support.many_gpus.models.fine_tune`: `EPOCHS` more epochs, starting from the global weights) before scoring them:
-# a model per patient, the step a department takes when patients differ more than one model covers. Every beat
-# gets three scores:
+# Chapter 6 trained an autoencoder per recording, from scratch. Here one *global* model is trained on beats sampled from
+# four recordings, and each recording's task then *fine-tunes* a copy of it on that recording's own beats
+# (`support.many_gpus.models.fine_tune`: `EPOCHS` more epochs, starting from the global weights) before scoring them: a
+# model per patient, the step a department takes when patients differ more than one model covers. Every beat gets three
+# scores:
 #
 # - the **global model's**, on one scale for every recording: its threshold (set on the training sample) flags
 #   beats the same way everywhere, so a share of flagged beats can be compared between recordings;
@@ -762,12 +762,12 @@ for run in runs[1:]:
 # on top, and the cell prints it for each cluster. It is not GPU work, which is why the comparison is made on the
 # workers' span.
 #
-# The rankings are a third kind. The summaries move a few numbers per recording, whatever the cluster (printed
-# above beside the shuffle's bytes; no claim is made of the difference: sixteen rows of five numbers against a
-# sort of every beat could not come out the other way at any size this chapter runs). The global rank's shuffle moves beat rows between partitions, inside one
-# process with one worker and between processes with two; the last column of the table counts the bytes the
-# workers sent. Their rows of the table show, for each cluster, what the rankings took; the chapter makes no claim
-# about how they scale.
+# The rankings are a third kind. The summaries move a few numbers per recording, whatever the cluster (printed above
+# beside the shuffle's bytes; no claim is made of the difference: sixteen rows of five numbers against a sort of every
+# beat could not come out the other way at any size this chapter runs). The global rank's shuffle moves beat rows
+# between partitions, inside one process with one worker and between processes with two; the last column of the table
+# counts the bytes the workers sent. Their rows of the table show, for each cluster, what the rankings took; the chapter
+# makes no claim about how they scale.
 #
 # Every cluster produced the same rankings, within the tolerance the cell above states, so the clusters changed
 # the time and nothing else that the rankings show.
