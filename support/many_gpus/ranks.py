@@ -76,6 +76,10 @@ def run_ranks(command, out, *, timeout: float = 300):
 
     root = str(Path(__file__).resolve().parents[2])
     env = os.environ | {"PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
+    # a gather of a few rows needs no NVLink multicast: kept off unless the caller's environment says otherwise
+    # (on a host whose GPUs others share, a program that uses it can take them out of service)
+    env.setdefault("NCCL_NVLS_ENABLE", "0")
+    env.setdefault("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")
     done = subprocess.run([str(part) for part in command], env=env, capture_output=True, text=True, timeout=timeout)
     if done.returncode or not Path(out).exists():
         tail = "\n".join(done.stderr.strip().splitlines()[-12:])
