@@ -1,0 +1,251 @@
+"""The chapter's stages timed on one cluster, and the clusters set side by side.
+
+- :func:`measure_stages` times the reads (from disk and from the page cache), the scoring and both rankings on
+  one cluster, with the bytes sent between workers, each worker's load and each GPU's utilisation while it
+  scored: a :class:`ScalingRun`;
+- :func:`pool_runs` pools the runs of each placement (clusters started in a mirrored order);
+- :func:`scaling_table` and :func:`spread_table` set them side by side; :func:`second_gpu_speedup` bounds what the
+  second GPU buys against two workers on one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from dataclasses import dataclass
+
+from support.many_gpus.cluster import Placement
+from support.many_gpus.host import time_cold
+from support.many_gpus.models import GlobalModel
+from support.many_gpus.ranking import bytes_between_workers, rank_every_beat, rank_recordings, summaries_and_bytes
+from support.many_gpus.recordings import read_everywhere
+from support.many_gpus.scoring import score_everywhere, table_bytes
+from support.many_gpus.task_stream import busy_span, worker_load
+from support.many_gpus.utilisation import UtilisationSampler, pooled, summarize
+
+
+@dataclass
+class ScalingRun:
+    """The stages of the chapter timed on one cluster: their wall-clock timings (every repeat kept), the bytes
+    each ranking sent between workers (beside the size of all beat tables) and the bytes the summaries brought to
+    the notebook, both rankings themselves (to check that every cluster computes the same), and every GPU's
+    utilisation sampled during the timed scoring runs (:mod:`support.many_gpus.utilisation`; empty without
+    NVML)."""
+
+    placement: Placement
+    timings: dict[str, object]  # stage -> support.bench.Timing
+    sent: dict[str, int]  # ranking stage -> bytes the workers sent one another
+    gathered: int  # bytes of the per-recording summaries gathered into the notebook
+    ranking: object  # pandas DataFrame: rank_recordings
+    top: object  # pandas DataFrame: rank_every_beat
+    table_bytes: int  # the beat tables' size in memory, all together
+    load: object  # pandas DataFrame: each worker's tasks in the last timed read and score (worker_load)
+    starts: int = 1  # how many clusters were started for these repeats (pool_runs adds them up)
+    utilisation: dict = dataclasses.field(default_factory=dict)  # GPU -> samples (percent) while scoring
+
+    @property
+    def workers(self) -> int:
+        return self.placement.workers
+
+
+#: The stages :func:`measure_stages` times, in order. Each "on the workers" line is the stage above it seen from the
+#: workers: from the start of its first task to the end of its last, without the notebook's part (sending the
+#: tasks, hearing back).
+STAGES = (
+    "read from disk",
+    "read from the page cache",
+    "  read: on the workers",
+    "score every recording",
+    "  score: on the workers",
+    "rank: summaries gathered",
+    "rank: every beat (shuffle)",
+)
+
+
+def measure_stages(
+    client,
+    paths,
+    model: GlobalModel,
+    metadata,
+    *,
+    on: str = "cpu",
+    warmup: int = 1,
+    repeat: int = 5,
+    fine_tune_epochs: int = 0,
+    placement: Placement | None = None,
+    cold: bool = True,
+):
+    """Time each of :data:`STAGES` on ``client``'s cluster with the wall clock (``warmup`` untimed runs, then
+    ``repeat`` timed ones): every recording read (:func:`read_everywhere`) until all are in memory, from the disk
+    (:func:`time_cold`) and from the page cache; then every recording scored (:func:`score_recording` with
+    ``fine_tune_epochs``, one task each, where its recording lives; the model travels with each task) until
+    every table is done, with every GPU's utilisation sampled during the timed runs (:class:`UtilisationSampler`);
+    then the two rankings of the last timed run's tables: the per-recording summaries computed where the tables
+    live and gathered (:func:`rank_recordings`), and every beat ranked across recordings (:func:`rank_every_beat`,
+    a shuffle). ``placement`` says what the cluster is (by default: its workers, one per GPU). ``cold=False``
+    leaves the read from disk out (where nothing can be dropped from the page cache, as on ``tmpfs``, it would time
+    the read from the page cache again). Returns a :class:`ScalingRun`."""
+    import pandas as pd
+    from distributed import get_task_stream, wait
+
+    from support.bench import Timing, time_wall
+
+    streams = {"read": [], "score": []}
+
+    def streamed(kind, start):
+        with get_task_stream(client) as stream:
+            futures = start()
+            wait(futures)
+        streams[kind].append(stream.data)
+        return futures
+
+    def read():
+        return streamed("read", lambda: read_everywhere(client, paths, fs=model.fs, on=on))
+
+    timings = {STAGES[0]: time_cold(read, paths, label=STAGES[0], warmup=warmup, repeat=repeat)} if cold else {}
+    timings[STAGES[1]] = time_wall(read, label=STAGES[1], warmup=warmup, repeat=repeat)
+    recordings = read()
+
+    latest = []  # the tables of the last scoring run, held so that the rankings rank them
+
+    def score():
+        def start():
+            return score_everywhere(client, recordings, model, on=on, fine_tune_epochs=fine_tune_epochs)
+
+        latest[:] = [streamed("score", start)]
+        return latest[0]
+
+    for _ in range(warmup):  # untimed, and outside the utilisation samples
+        score()
+    with UtilisationSampler() as sampler:
+        timings[STAGES[3]] = time_wall(score, label=STAGES[3], warmup=0, repeat=repeat)
+    # the last `repeat` streams of each kind are the timed runs (the read after them is the one kept): the warm
+    # reads, never the cold ones before them
+    for kind, label, last in (("read", STAGES[2], -1), ("score", STAGES[4], None)):
+        timed = streams[kind][:last][-repeat:]  # the warm-up's streams come before
+        timings[label] = Timing(label, tuple(busy_span(records) for records in timed), "wall")
+    load = pd.concat({kind: worker_load(streams[kind][-1]) for kind in streams}, names=["stage", "worker"])
+    tables = latest[0]  # the last timed run's: no scoring run more than the repeats
+    summaries, gathered, sent_by_summaries = summaries_and_bytes(client, tables)
+    before = bytes_between_workers(client)
+    top = rank_every_beat(tables, on=on)
+    sent = {STAGES[5]: sent_by_summaries, STAGES[6]: bytes_between_workers(client) - before}
+    timings[STAGES[5]] = time_wall(
+        lambda: rank_recordings(summaries_and_bytes(client, tables)[0], metadata),
+        label=STAGES[5],
+        warmup=warmup,
+        repeat=repeat,
+    )
+    timings[STAGES[6]] = time_wall(
+        functools.partial(rank_every_beat, tables, on=on), label=STAGES[6], warmup=warmup, repeat=repeat
+    )
+    tables_size = sum(client.gather(client.map(table_bytes, tables)))
+    placement = placement or Placement(len(client.scheduler_info()["workers"]))
+    return ScalingRun(
+        placement,
+        {s: timings[s] for s in STAGES if s in timings},
+        sent,
+        gathered,
+        rank_recordings(summaries, metadata),
+        top,
+        int(tables_size),
+        load,
+        utilisation=sampler.samples,
+    )
+
+
+def second_gpu_speedup(shared: ScalingRun, own: ScalingRun, stage: str) -> dict[str, float]:
+    """What the second GPU buys on ``stage``: the time of two workers sharing one GPU (``shared``) over that of two
+    workers on a GPU each (``own``), by median, and as the repeats bound it: the fastest shared repeat over the
+    slowest own one (``"at least"``, what every repeat supports) and the slowest over the fastest (``"at most"``)."""
+    if shared.workers != own.workers or shared.placement.gpus >= own.placement.gpus:
+        raise ValueError(f"compare as many workers on fewer GPUs with more, not {shared.placement} and {own.placement}")
+    few, many = shared.timings[stage], own.timings[stage]
+    return {"at least": few.min / many.max, "median": few.median / many.median, "at most": few.max / many.min}
+
+
+def scaling_table(runs):
+    """The stages side by side on every cluster of ``runs`` (a sequence of :class:`ScalingRun`: median times), and
+    the bytes each ranking sent between workers on the last (a stage only where every run timed it); where the last
+    two runs are as many workers on fewer
+    GPUs and on more, also the second GPU's speed-up by median (:func:`second_gpu_speedup`). A pandas DataFrame."""
+    import pandas as pd
+
+    from support.bench import format_ratio, format_seconds
+    from support.units import describe_bytes
+
+    *_, last = runs
+    pair = runs[-2:] if len(runs) > 1 else []
+    compared = bool(pair) and pair[0].workers == last.workers and pair[0].placement.gpus < last.placement.gpus
+    rows = []
+    for stage in (s for s in STAGES if all(s in run.timings for run in runs)):  # what every cluster timed
+        row = {"stage": stage} | {run.placement.label: format_seconds(run.timings[stage].median) for run in runs}
+        if compared:
+            row["second GPU"] = format_ratio(second_gpu_speedup(*pair, stage)["median"])
+        row[f"sent between workers ({last.placement.label})"] = (
+            describe_bytes(last.sent[stage]) if stage in last.sent else ""
+        )
+        rows.append(row)
+    return pd.DataFrame(rows).set_index("stage")
+
+
+def spread_table(runs, stage: str):
+    """The spread of one stage's repeats on every cluster of ``runs``: how many, the fastest, the median and the
+    slowest (seconds, as numbers); a pandas DataFrame, one row per cluster."""
+    import pandas as pd
+
+    rows = []
+    for run in runs:
+        timing = run.timings[stage]
+        rows.append(
+            {
+                "cluster": run.placement.label,
+                "repeats": len(timing.samples),
+                "fastest": timing.min,
+                "median": timing.median,
+                "slowest": timing.max,
+            }
+        )
+    return pd.DataFrame(rows).set_index("cluster")
+
+
+def pool_runs(runs) -> list[ScalingRun]:
+    """The runs of ``runs`` pooled by placement, in the order each placement first appears: every stage's repeats
+    of all the runs of one placement in one :class:`support.bench.Timing` (so that the spread spans the clusters
+    started for it, not one start's repeats), and the GPUs' utilisation samples of all of them together; the rest
+    (bytes, rankings, load) from that placement's last run. Run the clusters in a mirrored order (A B C C B A) and
+    pool them: drift over the run (a warming GPU, a filling page cache) then weighs on every placement alike."""
+    from support.bench import Timing
+
+    if not runs:
+        raise ValueError("no runs to pool: measure at least one cluster")
+    groups: dict[Placement, list[ScalingRun]] = {}
+    for run in runs:
+        groups.setdefault(run.placement, []).append(run)
+    together = []
+    for mine in groups.values():
+        timings = {
+            stage: Timing(stage, tuple(x for run in mine for x in run.timings[stage].samples), "wall")
+            for stage in mine[0].timings
+        }
+        starts = sum(run.starts for run in mine)
+        samples = pooled(*(run.utilisation for run in mine))
+        together.append(dataclasses.replace(mine[-1], timings=timings, starts=starts, utilisation=samples))
+    return together
+
+
+def utilisation_table(runs, *, busy: float | None = None):
+    """Each GPU's utilisation while each cluster of ``runs`` scored (:attr:`ScalingRun.utilisation`): one row per
+    cluster and GPU (NVML's numbering), with the mean utilisation (percent), the share of samples at or above
+    ``busy`` percent (:data:`support.many_gpus.utilisation.BUSY` by default) and the number of samples. Empty
+    where no GPU was sampled (no NVML). A pandas DataFrame."""
+    import pandas as pd
+
+    from support.many_gpus.utilisation import BUSY
+
+    rows = []
+    for run in runs:
+        for gpu, numbers in summarize(run.utilisation, busy=BUSY if busy is None else busy).items():
+            rows.append({"cluster": run.placement.label, "GPU": gpu} | numbers)
+    columns = ["cluster", "GPU", "mean", "busy share", "samples"]
+    return pd.DataFrame(rows, columns=columns).set_index(["cluster", "GPU"])
