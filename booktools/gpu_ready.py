@@ -18,7 +18,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import SimpleNamespace
 
-from booktools.notebooks import needs_gpu
 from support import env
 
 #: The tools each target imports besides the GPU stack (import names).
@@ -40,8 +39,14 @@ ENVIRONMENT = (
 )
 
 
+def needs_gpu(notebook) -> bool:
+    """Whether a notebook needs a CUDA GPU to run: yes, unless its metadata says ``book.needs_gpu: false``. Here,
+    where only the standard library is imported, so that :mod:`booktools.notebooks` can use it too."""
+    return bool(notebook.metadata.get("book", {}).get("needs_gpu", True))
+
+
 def notebook_needs_gpu(path: Path) -> bool:
-    """Whether the notebook at ``path`` needs a GPU (:func:`booktools.notebooks.needs_gpu`), read as JSON."""
+    """Whether the notebook at ``path`` needs a GPU (:func:`needs_gpu`), read as JSON."""
     return needs_gpu(SimpleNamespace(metadata=json.loads(Path(path).read_text())["metadata"]))
 
 

@@ -24,6 +24,7 @@ import nbformat
 import yaml
 
 from booktools import freshness
+from booktools.gpu_ready import needs_gpu
 from booktools.paths import ROOT
 from support.env import BANNER_GPU_LINE
 
@@ -88,11 +89,6 @@ def published_notebooks(root: Path = ROOT) -> list[Path]:
 #: The columns of code the book's page shows whole (on a laptop's screen); ``make lint`` holds notebook code
 #: to it, and the browser test measures that the page shows it.
 CODE_COLUMNS = 88
-
-
-def needs_gpu(notebook) -> bool:
-    """Whether a notebook needs a CUDA GPU to run: yes, unless its metadata says ``book.needs_gpu: false``."""
-    return bool(notebook.metadata.get("book", {}).get("needs_gpu", True))
 
 
 def gpus_needed(notebook) -> int:
