@@ -329,8 +329,9 @@ def missing_files(folder: Path, source: Path) -> list[str]:
 
 
 def participant_chapters(chapters: list[Path]) -> list[Path]:
-    """``chapters`` without the teachers' pages."""
-    return [path for path in chapters if path.stem not in TEACHERS_ONLY]
+    """``chapters`` without the teachers' pages and without a failed run's copy (``NN_topic.failed.ipynb``, which
+    is no chapter: counted as one, it shifted the exercise numbers of the teachers' page executed beside it)."""
+    return [path for path in chapters if path.stem not in TEACHERS_ONLY and not path.name.endswith(".failed.ipynb")]
 
 
 def write_edition(

@@ -205,3 +205,8 @@ def test_chapters_one_to_six_end_with_three_to_five_exercises_each():
             counts[number] = counts.get(number, 0) + len(labels)
     assert sorted(counts) == ["01", "02", "03", "04", "05", "06"]
     assert all(3 <= count <= 5 for count in counts.values()), counts
+
+
+def test_a_failed_runs_copy_is_no_chapter_of_the_edition(tmp_path):
+    chapters = [tmp_path / "06_ecg_pipeline.ipynb", tmp_path / "06_ecg_pipeline.failed.ipynb"]
+    assert workshop.participant_chapters(chapters) == chapters[:1]
