@@ -10,8 +10,10 @@ GPU call ends by bringing the scalar answer back, which waits for the GPU):
 - ``CuPy, data copied from the host``: ``cupy.asarray(x).sum()``, the copy across the link included.
 
 :func:`cold_start` measures, in a fresh process with an empty kernel cache (``CUPY_CACHE_DIR``), what a program
-pays before its first GPU sum answers: importing CuPy, creating the CUDA context, and the first call, which
-compiles the reduction kernel. Added to the warm line it gives the cold one (:meth:`Sweep.seconds`).
+pays before its first GPU sum answers: importing CuPy, creating the CUDA context, and the first call. CuPy 14.2
+sends a contiguous float64 ``sum()`` to the CUB reduction compiled into CuPy itself (``cupy/cuda/cub.pyx``), so
+that first call compiles nothing and the empty cache does not come into it; what it pays is the first launch's
+loading. Added to the warm line it gives the cold one (:meth:`Sweep.seconds`).
 
 :func:`crossover` is the smallest size from which a GPU line is faster than the best CPU line at that size and
 every larger one, or None when it never is in the range.
@@ -167,8 +169,8 @@ def sweep(sizes: list[int], *, cold_extra: float | None = None, seed: int = 0) -
 
 def cold_start() -> dict[str, float]:
     """In this process, which must not have imported CuPy: seconds to import CuPy, to create the CUDA context (and
-    copy a first array in, no kernel), for the first sum (which compiles its kernel, where CuPy compiles one and
-    the kernel cache does not have it) and for a second one."""
+    copy a first array in, no kernel), for the first sum (CUB's reduction, compiled into CuPy: nothing to compile
+    for a contiguous float64 array) and for a second one."""
     import time
 
     started = time.perf_counter()
