@@ -6,6 +6,7 @@ module          what                                                            
 ``paths``       where the book's files are (the one place that finds the repository)
 ``notebooks``   notebook housekeeping: ready to publish?, execute in place
 ``freshness``   do a chapter's outputs still come from its code? (the book's note)
+``records``     the three record stores (runs, claims, rehearsals): read, write, append
 ``runs``        measured runs (time, peak memory, claims), the README's table, needs  ``make execute``
 ``agendas``     the workshop's agendas: slots, and the chapters a participant runs
 ``teaching``    the teachers' page's tables, from the runs
