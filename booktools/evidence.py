@@ -25,10 +25,11 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from booktools.paths import CHAPTERS, RUNS
+from booktools import records
+from booktools.paths import CHAPTERS
 from support.claims import LOG_VARIABLE, describe
 
-CLAIMS_FILE = RUNS / "claims.json"
+CLAIMS_FILE = records.CLAIMS.path
 PAGE = CHAPTERS / "91_claims_and_evidence.md"
 
 
@@ -72,14 +73,13 @@ def read_log(path: Path | str) -> list[dict]:
 
 
 def load(path: Path = CLAIMS_FILE) -> list[ClaimRun]:
-    if not path.exists():
-        return []
-    return [ClaimRun(**run) for run in json.loads(path.read_text())["runs"]]
+    """The recorded claim runs (:data:`booktools.records.CLAIMS`); [] before the first run."""
+    return [ClaimRun(**run) for run in records.load(records.CLAIMS, path)]
 
 
 def save(runs: Sequence[ClaimRun], path: Path = CLAIMS_FILE) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"runs": [asdict(run) for run in runs]}, indent=1, ensure_ascii=False) + "\n")
+    """Write ``runs`` as the whole claims file (atomically, :func:`booktools.records.save`)."""
+    records.save(records.CLAIMS, [asdict(run) for run in runs], path)
 
 
 def same_machine(one: ClaimRun, other: ClaimRun) -> bool:
@@ -97,15 +97,12 @@ def record(run: ClaimRun, path: Path = CLAIMS_FILE) -> None:
     versions, limit) its chapters replace the same chapters of the earlier run of that setup, so a series can be
     run in several calls; on another machine it replaces the earlier run whole, so that no chapter's figures are
     shown beside another machine's facts. A new setup is added at the end."""
-    runs = load(path)
-    for index, earlier in enumerate(runs):
-        if (earlier.label, earlier.mode) == (run.label, run.mode):
-            chapters = {**earlier.chapters, **run.chapters} if same_machine(earlier, run) else run.chapters
-            runs[index] = ClaimRun(**{**asdict(run), "chapters": dict(sorted(chapters.items()))})
-            break
-    else:
-        runs.append(run)
-    save(runs, path)
+
+    def merged(earlier: ClaimRun, run: ClaimRun) -> ClaimRun:
+        chapters = {**earlier.chapters, **run.chapters} if same_machine(earlier, run) else run.chapters
+        return ClaimRun(**{**asdict(run), "chapters": dict(sorted(chapters.items()))})
+
+    save(records.upsert(load(path), run, key=lambda r: (r.label, r.mode), merge=merged), path)
 
 
 def chapter_title(notebook: str, folder: Path = CHAPTERS) -> str:

@@ -40,14 +40,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from booktools import mps, teaching, workshop
+from booktools import mps, records, teaching, workshop
 from booktools.notebooks import NotebookFailed, execute_notebook
 from booktools.paths import ROOT, RUNS
 from booktools.runs import MemorySampler, gpu_memory_used, limit_bytes
 from support import env
 from support.units import GIB
 
-RECORDS = RUNS / "rehearsals.json"
+RECORDS = records.REHEARSALS.path
 
 
 class RehearsalError(ValueError):
@@ -233,8 +233,9 @@ def run_seat(
 
 
 def write_seat(out: Path, chapters: Sequence[ChapterAtSeat], peak: int | None) -> None:
-    """What a seat has finished, as the rehearsal reads it back."""
-    out.write_text(json.dumps({"chapters": [asdict(c) for c in chapters], "peak": peak}))
+    """What a seat has finished, as the rehearsal reads it back (written atomically: a seat stopped mid-write
+    leaves what it had finished before, not half a file)."""
+    records.write_atomic(out, json.dumps({"chapters": [asdict(c) for c in chapters], "peak": peak}))
 
 
 def read_seat(out: Path, index: int, kind: str, chapters: Sequence[str], why: str) -> Seat:
@@ -385,16 +386,13 @@ def this_gpu() -> tuple[str, str, int]:
 
 
 def load(path: Path = RECORDS) -> list[Rehearsal]:
-    if not path.exists():
-        return []
-    return [Rehearsal.from_dict(item) for item in json.loads(path.read_text())["rehearsals"]]
+    """The recorded rehearsals (:data:`booktools.records.REHEARSALS`), oldest first; [] before the first."""
+    return [Rehearsal.from_dict(item) for item in records.load(records.REHEARSALS, path)]
 
 
 def record(rehearsal: Rehearsal, path: Path = RECORDS) -> None:
-    """Append ``rehearsal`` to the records."""
-    kept = [asdict(item) for item in load(path)] + [asdict(rehearsal)]
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"rehearsals": kept}, indent=1) + "\n")
+    """Append ``rehearsal`` to the records (every rehearsal is kept)."""
+    records.append(records.REHEARSALS, asdict(rehearsal), path)
 
 
 def main(argv: list[str] | None = None) -> int:

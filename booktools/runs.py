@@ -25,11 +25,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from booktools.paths import README, ROOT, RUNS
+from booktools import records
+from booktools.paths import README, ROOT
 from support.needs import NEEDS_FILE, Need
 from support.units import GIB, MIB
 
-RUNS_FILE = RUNS / "chapter_runs.json"
+RUNS_FILE = records.CHAPTER_RUNS.path
 TABLE_START, TABLE_END = "<!-- chapter-runs: start -->", "<!-- chapter-runs: end -->"
 
 
@@ -227,37 +228,42 @@ def limit_bytes(limit: str) -> int:
 
 
 def load(path: Path = RUNS_FILE) -> list[RunGroup]:
-    if not path.exists():
-        return []
-    return [RunGroup.from_dict(group) for group in json.loads(path.read_text())["runs"]]
+    """The recorded run groups (:data:`booktools.records.CHAPTER_RUNS`); [] before the first run."""
+    return [RunGroup.from_dict(group) for group in records.load(records.CHAPTER_RUNS, path)]
 
 
 def save(groups: Sequence[RunGroup], path: Path = RUNS_FILE) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"runs": [asdict(group) for group in groups]}, indent=1) + "\n")
+    """Write ``groups`` as the whole runs file (atomically, :func:`booktools.records.save`)."""
+    records.save(records.CHAPTER_RUNS, [asdict(group) for group in groups], path)
+
+
+def _setup(group: RunGroup) -> tuple[str, str, bool]:
+    return group.label, group.mode, group.parallel
+
+
+def _merged(earlier: RunGroup, group: RunGroup) -> RunGroup:
+    """A one-at-a-time ``group`` merged into the ``earlier`` one of its setup; a parallel group replaces it."""
+    if group.parallel:
+        return group
+    names = {chapter_name(c.notebook) for c in group.chapters}
+    chapters = [c for c in earlier.chapters if chapter_name(c.notebook) not in names] + list(group.chapters)
+    chapters.sort(key=lambda c: chapter_name(c.notebook))
+    return RunGroup(
+        group.label,
+        group.mode,
+        False,
+        sum(c.seconds for c in chapters),
+        max(c.peak_bytes or 0 for c in chapters),
+        chapters,
+        group.limit_bytes,
+    )
 
 
 def record(group: RunGroup, path: Path = RUNS_FILE) -> None:
     """Add ``group`` to the runs file. A one-at-a-time group of the same label and mode as an earlier one is merged
     into it (its chapters replace the same chapters there), so a long series can be measured in several calls; a
     parallel group replaces the earlier one."""
-    key = (group.label, group.mode, group.parallel)
-    groups = load(path)
-    earlier = next((g for g in groups if (g.label, g.mode, g.parallel) == key), None)
-    if earlier is not None and not group.parallel:
-        names = {chapter_name(c.notebook) for c in group.chapters}
-        chapters = [c for c in earlier.chapters if chapter_name(c.notebook) not in names] + list(group.chapters)
-        chapters.sort(key=lambda c: chapter_name(c.notebook))
-        group = RunGroup(
-            group.label,
-            group.mode,
-            False,
-            sum(c.seconds for c in chapters),
-            max(c.peak_bytes or 0 for c in chapters),
-            chapters,
-            group.limit_bytes,
-        )
-    save([group if (g.label, g.mode, g.parallel) == key else g for g in groups] if earlier else [*groups, group], path)
+    save(records.upsert(load(path), group, key=_setup, merge=_merged), path)
     if path == RUNS_FILE:
         write_needs(load(path))
 
@@ -297,7 +303,7 @@ def chapter_needs(groups: Sequence[RunGroup] | None = None) -> dict[str, Need]:
 def write_needs(groups: Sequence[RunGroup] | None = None, path: Path = NEEDS_FILE) -> None:
     """Write :func:`chapter_needs` where :mod:`support.needs` reads it."""
     needs = {name: asdict(need) for name, need in chapter_needs(groups).items()}
-    path.write_text(json.dumps(needs, indent=1) + "\n")
+    records.write_atomic(path, json.dumps(needs, indent=1) + "\n")
 
 
 def runs_table(groups: Sequence[RunGroup]) -> str:
