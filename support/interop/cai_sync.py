@@ -39,8 +39,9 @@ LAUNCH_RACES = (
 
 
 class InterfaceOnly:
-    """An array that speaks the CUDA Array Interface and nothing else, naming CuPy's current stream, as a producer
-    without DLPack (a cuDF column, an RMM buffer, an older library) does."""
+    """An array that speaks the CUDA Array Interface and nothing else, as a producer without DLPack (an older
+    library) does: naming CuPy's current stream, or with ``names_stream=False`` no stream at all, as a cuDF column
+    and an RMM ``DeviceBuffer`` write theirs (version 0 of the interface, no ``stream`` entry)."""
 
     def __init__(self, array, *, names_stream: bool = True):
         self.array = array
