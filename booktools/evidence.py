@@ -259,12 +259,20 @@ def page(runs: Sequence[ClaimRun], folder: Path = CHAPTERS) -> str:
     ]
     if not runs:
         lines += ["No run has been recorded yet.", ""]
+    executed = max((run.date for run in runs if run.mode == "execute"), default="")
     for run in runs:
         limit = (
             f"a memory limit of {describe(run.limit_bytes, 'B')} per process" if run.limit_bytes else "the whole GPU"
         )
+        older = (
+            " It ran before the latest execution, on earlier versions of the chapters: its figures are not of the"
+            " outputs shown, and a claim renamed or removed since is not listed."
+            if run.mode != "execute" and run.date < executed
+            else ""
+        )
         lines += [
-            f"- **{run_name(run)}**: {RUN_MODES.get(run.mode, run.mode)}; {run.gpu}, driver {run.driver}, {limit}.",
+            f"- **{run_name(run)}**: {RUN_MODES.get(run.mode, run.mode)}; {run.gpu}, driver {run.driver}, {limit}."
+            + older,
         ]
     lines += [""]
     notebooks = sorted({name for run in runs for name in run.chapters})

@@ -242,3 +242,14 @@ def test_every_recorded_claim_shows_in_its_notebooks_committed_outputs():
             text = json.dumps([cell.get("outputs", []) for cell in notebook.cells], ensure_ascii=False)
             missing = [c["name"] for c in recorded if f" {c['name']}: " not in text]
             assert missing == [], f"{name} ({run.label}): claims recorded but not in its outputs: {missing}"
+
+
+def test_a_run_older_than_the_latest_execution_is_said_to_be_of_earlier_chapters(tmp_path):
+    executed = made_up_run("H100", "execute", {"01_a": [claim("a.x", 0.91)]})
+    executed.date = "2026-11-26"
+    older = made_up_run("16 GB", "nbval", {"01_a": [claim("a.x", 0.88)]}, 16 * 2**30)
+    text = evidence.page([executed, older], folder=tmp_path)
+    runs = text[text.index("## The recorded runs") :].split("\n\n")[1].splitlines()
+    assert "earlier versions of the chapters" in runs[1] and "earlier versions" not in runs[0]
+    older.date = "2026-11-26"
+    assert "earlier versions" not in evidence.page([executed, older], folder=tmp_path)
