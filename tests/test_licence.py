@@ -12,6 +12,8 @@ import yaml
 from booktools.paths import README, ROOT
 
 DATA_NOTE = ROOT / "support" / "ecg" / "data" / "mitdb_208_excerpt.md"
+#: Every MIT-BIH record the package ships has its note (attribution, licence, checksums) beside it.
+DATA_NOTES = sorted((ROOT / "support" / "ecg" / "data").glob("mitdb_*.md"))
 
 
 def test_the_code_is_mit_and_the_prose_and_figures_cc_by_and_the_content_licence_names_what_exists():
@@ -23,10 +25,12 @@ def test_the_code_is_mit_and_the_prose_and_figures_cc_by_and_the_content_licence
     assert named and all(list(ROOT.glob(path.rstrip("/'"))) for path in named), named
 
 
-def test_the_mit_bih_excerpt_keeps_its_attribution_and_licence_beside_it():
-    note = DATA_NOTE.read_text()
-    assert "ODC-By 1.0" in note and "Moody GB, Mark RG" in note and "Goldberger AL" in note
-    assert (DATA_NOTE.parent / "mitdb_208_excerpt.npz").exists()
+def test_the_mit_bih_records_keep_their_attribution_and_licence_beside_them():
+    assert [note.name for note in DATA_NOTES] == ["mitdb_100.md", "mitdb_208_excerpt.md"]
+    for note in DATA_NOTES:
+        text = note.read_text()
+        assert "ODC-By 1.0" in text and "Moody GB, Mark RG" in text and "Goldberger AL" in text, note.name
+    assert (DATA_NOTE.parent / "mitdb_208_excerpt.npz").exists() and (DATA_NOTE.parent / "100.dat").exists()
 
 
 def test_the_package_metadata_carries_the_licence_and_its_files():
@@ -34,7 +38,8 @@ def test_the_package_metadata_carries_the_licence_and_its_files():
     project = pyproject["project"]
     assert project["license"] == "MIT AND ODC-By-1.0"
     assert all((ROOT / path).exists() for path in project["license-files"])
-    assert "LICENSE" in project["license-files"] and str(DATA_NOTE.relative_to(ROOT)) in project["license-files"]
+    assert "LICENSE" in project["license-files"]
+    assert all(str(note.relative_to(ROOT)) in project["license-files"] for note in DATA_NOTES)
     # PEP 639's license expression needs setuptools 77 or newer
     assert pyproject["build-system"]["requires"] == ["setuptools>=77"]
 
@@ -52,7 +57,12 @@ def test_every_page_s_footer_names_the_three_licences():
 def test_the_readme_says_which_licence_covers_what_and_what_reading_needs():
     readme = README.read_text()
     licence = readme.split("## Licence", 1)[1].split("\n## ", 1)[0]
-    for name in ("[`LICENSE`](LICENSE)", "[`LICENSE-CONTENT`](LICENSE-CONTENT)", "ODC-By 1.0", DATA_NOTE.name):
+    for name in (
+        "[`LICENSE`](LICENSE)",
+        "[`LICENSE-CONTENT`](LICENSE-CONTENT)",
+        "ODC-By 1.0",
+        *(n.name for n in DATA_NOTES),
+    ):
         assert name in licence, name
     measured = r"`make test` installs .* into `\.venv`: [\d.]+ GB \(`du -sh \.venv`,\s+measured on \d{4}-\d\d-\d\d"
     assert re.search(measured, readme)
