@@ -6,12 +6,13 @@ where workers compute when a CUDA context came too early (contexts). The GPU par
 from __future__ import annotations
 
 import builtins
+import subprocess
 import sys
 
 import pytest
 
 from support.bench import Timing
-from support.many_gpus import cluster, contexts, models, ranks, recordings, spilling, timing, utilisation
+from support.many_gpus import cluster, contexts, host, models, ranks, recordings, spilling, timing, utilisation
 
 
 def test_the_sampler_keeps_every_gpus_samples_and_says_when_nvml_is_missing():
@@ -116,3 +117,29 @@ def test_the_early_context_scripts_differ_only_at_their_top_level():
     assert "import cudf" in contexts.script("import cudf").split(guard)[0]
     with pytest.raises(ValueError, match="top_level must be one of"):
         contexts.script("import torch")
+
+
+def test_the_processes_started_with_their_own_environment_keep_nvlink_multicast_off(monkeypatch, tmp_path):
+    seen = []
+
+    def run(command, *, env, **_):
+        seen.append(env)
+        return subprocess.CompletedProcess(command, 1, "", "stopped by the test")
+
+    monkeypatch.setattr(subprocess, "run", run)
+    monkeypatch.setenv("NCCL_NVLS_ENABLE", "1")  # the caller's own value is kept
+    with pytest.raises(RuntimeError, match="torchrun failed"):
+        ranks.run_ranks(["torchrun"], tmp_path / "none.json")
+    with pytest.raises(RuntimeError, match="the cluster script failed"):
+        contexts.worker_gpus("nothing")
+    assert len(seen) == 2
+    for env in seen:
+        assert env["NCCL_NVLS_ENABLE"] == "1"
+        assert env["TORCH_SYMM_MEM_DISABLE_MULTICAST"] == "1" and env["NVSHMEM_DISABLE_NVLS"] == "1"
+    assert set(cluster.without_multicast({})) == set(cluster.MULTICAST_OFF)
+
+
+def test_flushing_a_file_without_the_advice_is_the_drop_s_control(tmp_path):
+    path = tmp_path / "a.csv"
+    path.write_text("1.0\n2.0\n")
+    assert host.drop_from_page_cache(path, advise=False) == 8 and path.read_text() == "1.0\n2.0\n"

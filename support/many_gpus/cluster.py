@@ -7,7 +7,8 @@
   ``workers_per_gpu`` puts several workers on one GPU (:func:`share_each_worker_s_device`, their memory limits
   divided by :func:`shared_limits`);
 - :func:`worker_devices` shows which GPU and which CPU cores each worker has (:func:`describe_cores`);
-- :func:`available_transports` says whether UCX can be tried here.
+- :func:`available_transports` says whether UCX can be tried here;
+- :data:`MULTICAST_OFF` keeps NVLink multicast off in the processes the chapter starts with their own environment.
 """
 
 from __future__ import annotations
@@ -38,6 +39,22 @@ class Placement:
     @property
     def label(self) -> str:
         return f"{self.workers} worker{'s' * (self.workers > 1)}, {self.gpus} GPU{'s' * (self.gpus > 1)}"
+
+
+#: The environment that keeps NVLink multicast off (NCCL's NVLS, PyTorch's symmetric memory, NVSHMEM) in a process
+#: started with an environment of its own (``torchrun``'s ranks, the early-context scripts): a gather of a few rows
+#: needs none of it, and on a host whose GPUs others share a program that uses it can take them out of service.
+#: :func:`without_multicast` adds it to an environment, leaving any value the caller set.
+MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+
+
+def without_multicast(env: dict[str, str]) -> dict[str, str]:
+    """``env`` with :data:`MULTICAST_OFF` added where it does not set those variables itself.
+
+    >>> without_multicast({"NCCL_NVLS_ENABLE": "1"})["NCCL_NVLS_ENABLE"], without_multicast({})["NVSHMEM_DISABLE_NVLS"]
+    ('1', '1')
+    """
+    return MULTICAST_OFF | dict(env)
 
 
 #: The chapter's three clusters: one worker on one GPU; two on ONE GPU (the control: a second process, not a

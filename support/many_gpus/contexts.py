@@ -7,8 +7,9 @@ environment (distributed's ``Nanny`` applies ``env``, with ``CUDA_VISIBLE_DEVICE
 CUDA driver reads ``CUDA_VISIBLE_DEVICES`` once, when it initializes. So a CUDA call at a script's top level (an
 array made with CuPy, some imports that touch the GPU) initializes the driver in every worker while all GPUs
 are visible: its device 0 is the machine's GPU 0, and every worker computes there, whatever its
-``CUDA_VISIBLE_DEVICES`` says afterwards. Dask-CUDA logs "should have a CUDA context assigned to device ...,
-but instead the CUDA context is on device ..." (``dask_cuda.initialize``) when it sees it.
+``CUDA_VISIBLE_DEVICES`` says afterwards. Only over UCX does Dask-CUDA look (``dask_cuda.initialize`` checks a
+worker's context for ``protocol="ucx"`` or ``"ucxx"`` and warns "should have a CUDA context assigned to device
+..."); over TCP, as in this chapter, nothing warns, and a run like :func:`worker_gpus` is how to see it.
 
 A notebook is not re-run by spawned workers (its ``__main__`` has no file), so a context the notebook makes
 costs only its own memory on its GPU 0 (that of the first worker).
@@ -22,6 +23,8 @@ imported at a script's top level do not initialize CUDA there; the run shows whe
 """
 
 from __future__ import annotations
+
+from support.many_gpus.cluster import without_multicast
 
 #: A script that starts a ``LocalCUDACluster`` and asks every worker where its arrays land. ``{top_level}`` is
 #: code at the script's top level (run again in every spawned worker); inside the guard, the script makes its own
@@ -109,6 +112,7 @@ def worker_gpus(top_level: str, *, workers: int = 2, timeout: float = 240):
 
     root = str(Path(__file__).resolve().parents[2])
     env = os.environ | {"PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
+    env = without_multicast(env)  # NVLink multicast off, unless the caller's environment says otherwise
     env.pop("CUDA_VISIBLE_DEVICES", None)  # every GPU visible to the script, as on a fresh shell
     env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"  # CUDA numbers the GPUs as NVML does, so that the two columns compare
     with tempfile.TemporaryDirectory(prefix="early-context-") as folder:

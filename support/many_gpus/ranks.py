@@ -23,6 +23,8 @@ import os
 import time
 from pathlib import Path
 
+from support.many_gpus.cluster import without_multicast
+
 
 def use_pool_on_own_gpu(local_rank: int, pool_size: int) -> str:
     """Make this process's GPU the one of ``local_rank`` and give it an RMM pool of ``pool_size`` bytes that
@@ -76,10 +78,7 @@ def run_ranks(command, out, *, timeout: float = 300):
 
     root = str(Path(__file__).resolve().parents[2])
     env = os.environ | {"PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
-    # a gather of a few rows needs no NVLink multicast: kept off unless the caller's environment says otherwise
-    # (on a host whose GPUs others share, a program that uses it can take them out of service)
-    env.setdefault("NCCL_NVLS_ENABLE", "0")
-    env.setdefault("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")
+    env = without_multicast(env)  # NVLink multicast off, unless the caller's environment says otherwise
     done = subprocess.run([str(part) for part in command], env=env, capture_output=True, text=True, timeout=timeout)
     if done.returncode or not Path(out).exists():
         tail = "\n".join(done.stderr.strip().splitlines()[-12:])
