@@ -11,9 +11,10 @@ from __future__ import annotations
 from pathlib import Path
 
 
-def drop_from_page_cache(path) -> int:
+def drop_from_page_cache(path, *, advise: bool = True) -> int:
     """Ask the kernel to forget the cached pages of the file at ``path``, so that the next read comes from the disk;
-    returns the file's size in bytes.
+    returns the file's size in bytes. ``advise=False`` only flushes the file (``fsync``), the control: its pages
+    should stay cached.
 
     ``POSIX_FADV_DONTNEED`` is advice: the kernel drops only clean pages, and may keep some. The file is
     ``fsync``-ed first, so that pages still waiting to be written (dirty pages, as right after
@@ -24,7 +25,8 @@ def drop_from_page_cache(path) -> int:
     descriptor = os.open(path, os.O_RDONLY)
     try:
         os.fsync(descriptor)
-        os.posix_fadvise(descriptor, 0, 0, os.POSIX_FADV_DONTNEED)
+        if advise:
+            os.posix_fadvise(descriptor, 0, 0, os.POSIX_FADV_DONTNEED)
         return os.fstat(descriptor).st_size
     finally:
         os.close(descriptor)
