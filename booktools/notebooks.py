@@ -58,7 +58,13 @@ def read_notebook(path: Path | str):
 def chapter_notebooks(root: Path = ROOT) -> list[Path]:
     """The chapter notebooks on disk, in file-name order (``chapters/NN_topic.ipynb``); a failed run's copy
     (``NN_topic.failed.ipynb``, see :func:`execute_notebook`) is not a chapter."""
-    return sorted(path for path in (root / "chapters").glob("*.ipynb") if not path.name.endswith(".failed.ipynb"))
+    return chapters_in(root / "chapters")
+
+
+def chapters_in(folder: Path) -> list[Path]:
+    """The chapter notebooks in ``folder`` (the book's ``chapters/`` or a copy of it), in file-name order, without
+    a failed run's copy: the one place that tells a chapter from the other notebooks a folder may hold."""
+    return sorted(path for path in Path(folder).glob("*.ipynb") if not path.name.endswith(".failed.ipynb"))
 
 
 def _toc_entries(node) -> Iterator[str]:

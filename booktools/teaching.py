@@ -12,7 +12,7 @@ from pathlib import Path
 
 from booktools import workshop
 from booktools.agendas import AGENDAS, PLANS, SHOWN_NOT_RUN, agenda, plan  # noqa: F401 - the page reads them here
-from booktools.notebooks import CODE_COLUMNS, read_notebook
+from booktools.notebooks import CODE_COLUMNS, chapters_in, read_notebook
 from booktools.paths import CHAPTERS
 from booktools.runs import RunGroup, chapter_name, chapter_needs, load
 from support.units import GIB
@@ -121,7 +121,7 @@ def chapter_sections(chapter: str, folder: Path | None = None) -> list[dict]:
     ``#`` or ``##`` heading) and each exercise (from its ``### Exercise N.k`` heading), with its code cells.
     Each part: ``title``, ``cells`` (code cells), ``exercise`` (True for an exercise)."""
     folder = CHAPTERS if folder is None else folder
-    numbers = workshop.exercise_numbers(workshop.participant_chapters(sorted(folder.glob("[0-9][0-9]_*.ipynb"))))
+    numbers = workshop.exercise_numbers(workshop.participant_chapters(chapters_in(folder)))
     edition = workshop.participant_notebook(read_notebook(folder / f"{chapter}.ipynb"), f"{chapter}.ipynb", numbers)
     parts: list[dict] = []
     for cell in edition.cells:

@@ -329,9 +329,8 @@ def missing_files(folder: Path, source: Path) -> list[str]:
 
 
 def participant_chapters(chapters: list[Path]) -> list[Path]:
-    """``chapters`` without the teachers' pages and without a failed run's copy (``NN_topic.failed.ipynb``, which
-    is no chapter: counted as one, it shifted the exercise numbers of the teachers' page executed beside it)."""
-    return [path for path in chapters if path.stem not in TEACHERS_ONLY and not path.name.endswith(".failed.ipynb")]
+    """``chapters`` without the teachers' pages."""
+    return [path for path in chapters if path.stem not in TEACHERS_ONLY]
 
 
 def write_edition(
@@ -348,7 +347,9 @@ def write_edition(
     written = []
     chapters = participant_chapters(list(chapters))
     source = chapters[0].parent if chapters else out
-    numbers = exercise_numbers(participant_chapters(sorted(source.glob("[0-9][0-9]_*.ipynb"))))
+    from booktools.notebooks import chapters_in
+
+    numbers = exercise_numbers(participant_chapters(chapters_in(source)))
     pages = {path.stem for path in chapters}
     for asset in ASSETS:
         if (source / asset).is_dir():

@@ -207,6 +207,8 @@ def test_chapters_one_to_six_end_with_three_to_five_exercises_each():
     assert all(3 <= count <= 5 for count in counts.values()), counts
 
 
-def test_a_failed_runs_copy_is_no_chapter_of_the_edition(tmp_path):
-    chapters = [tmp_path / "06_ecg_pipeline.ipynb", tmp_path / "06_ecg_pipeline.failed.ipynb"]
-    assert workshop.participant_chapters(chapters) == chapters[:1]
+def test_a_failed_runs_copy_is_no_chapter_of_the_edition_or_the_teachers_plan(tmp_path):
+    for name in ("06_ecg_pipeline.ipynb", "06_ecg_pipeline.failed.ipynb", "90_for_teachers.ipynb"):
+        (tmp_path / name).write_text("{}")
+    assert [p.name for p in notebooks.chapters_in(tmp_path)] == ["06_ecg_pipeline.ipynb", "90_for_teachers.ipynb"]
+    assert workshop.participant_chapters(notebooks.chapters_in(tmp_path)) == [tmp_path / "06_ecg_pipeline.ipynb"]
