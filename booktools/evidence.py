@@ -200,7 +200,7 @@ def claim_sections(notebook: str, folder: Path = CHAPTERS) -> dict[str, tuple[st
     headings: ``-1``, ``-2``)."""
     import re
 
-    from booktools.notebooks import read_notebook
+    from booktools.notebooks import headings, read_notebook
 
     path = folder / f"{notebook}.ipynb"
     if not path.exists():
@@ -208,17 +208,14 @@ def claim_sections(notebook: str, folder: Path = CHAPTERS) -> dict[str, tuple[st
     found, seen, current, templates = {}, [], None, []
     for cell in read_notebook(path).cells:
         if cell.cell_type == "markdown":
-            fenced = False
-            for line in cell.source.splitlines():
-                fenced ^= line.lstrip().startswith("```")
-                heading = re.match(r"(#{1,3}) (.+)", line)
-                if heading and not fenced:
-                    anchor = base = slug(heading.group(2))
+            for level, text in headings(cell.source):
+                if level <= 3:
+                    anchor = base = slug(text)
                     number = 1
                     while anchor in seen:
                         anchor, number = f"{base}-{number}", number + 1
                     seen.append(anchor)
-                    current = (re.sub(r"(\*\*|`)", "", heading.group(2)).strip(), anchor)
+                    current = (re.sub(r"(\*\*|`)", "", text).strip(), anchor)
         elif current is not None:
             for name in re.findall(r"""["']([\w]+\.[\w.]+)["']""", cell.source):
                 found.setdefault(name, current)

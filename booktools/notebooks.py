@@ -67,6 +67,23 @@ def chapters_in(folder: Path) -> list[Path]:
     return sorted(path for path in Path(folder).glob("*.ipynb") if not path.name.endswith(".failed.ipynb"))
 
 
+def headings(markdown: str) -> Iterator[tuple[int, str]]:
+    r"""The ATX headings of a Markdown cell's text, as ``(level, text)``, skipping lines inside fenced blocks (a
+    line starting with three backticks opens or closes one): the one place that reads a chapter's sections, for
+    the claims page (:func:`booktools.evidence.claim_sections`) and the teachers' plan
+    (:func:`booktools.teaching.chapter_sections`).
+
+    >>> list(headings("# One\n```\n# not a heading\n```\n### Three `x`\n#### Four\n#no"))
+    [(1, 'One'), (3, 'Three `x`'), (4, 'Four')]
+    """
+    fenced = False
+    for line in markdown.splitlines():
+        fenced ^= line.lstrip().startswith("```")
+        found = re.match(r"(#{1,6}) (.+)", line)
+        if found and not fenced:
+            yield len(found.group(1)), found.group(2)
+
+
 def _toc_entries(node) -> Iterator[str]:
     if isinstance(node, dict):
         if "file" in node:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from booktools import workshop
 from booktools.agendas import AGENDAS, PLANS, SHOWN_NOT_RUN, agenda, plan  # noqa: F401 - the page reads them here
-from booktools.notebooks import CODE_COLUMNS, chapters_in, read_notebook
+from booktools.notebooks import CODE_COLUMNS, chapters_in, headings, read_notebook
 from booktools.paths import CHAPTERS
 from booktools.runs import RunGroup, chapter_name, chapter_needs, load
 from support.units import GIB
@@ -126,11 +126,10 @@ def chapter_sections(chapter: str, folder: Path | None = None) -> list[dict]:
     parts: list[dict] = []
     for cell in edition.cells:
         if cell.cell_type == "markdown":
-            fenced, title, exercise = False, None, False
-            for line in cell.source.splitlines():
-                fenced ^= line.lstrip().startswith("```")
-                if not fenced and (found := re.match(r"(#{1,2}) (.+)|### (Exercise \d+\.\d+: .+)", line)):
-                    title, exercise = (found.group(2), False) if found.group(2) else (found.group(3), True)
+            title, exercise = None, False
+            for level, text in headings(cell.source):
+                if level <= 2 or (level == 3 and re.match(r"Exercise \d+\.\d+: .+", text)):
+                    title, exercise = text, level == 3
             if title is not None:
                 parts.append({"title": title.replace("`", "").replace("**", ""), "cells": 0, "exercise": exercise})
         elif parts:
