@@ -28,11 +28,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from booktools.paths import ROOT
+from support.env import GPU_STACK
 
 #: Where the fingerprint lives in a notebook's metadata: ``metadata["book"]["fingerprint"]``.
 BOOK_KEY, FINGERPRINT_KEY = "book", "fingerprint"
-#: The libraries whose versions a fingerprint records (those the kernel imported).
-LIBRARIES = ("cupy", "numba", "numba_cuda", "torch", "jax", "jaxlib", "cudf", "rmm", "polars", "pandas", "numpy")
+#: The libraries whose versions a fingerprint records (those the kernel imported): the banner's
+#: (:data:`support.env.GPU_STACK`) and the few more the chapters import.
+LIBRARIES = (*GPU_STACK, "jaxlib", "polars", "pandas")
 #: The line the probe step prints before its JSON.
 MARK = "book-fingerprint: "
 
