@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,7 +34,7 @@ from support.arrays import array_module, synchronize, to_host
 from support.ecg import beats as beat_tools
 from support.ecg import detection, kernels, reading, vae
 from support.ecg.synthetic import KINDS, NORMAL, is_ectopic
-from support.memory import MemoryUse, memory_scope
+from support.memory import MemoryUse, memory_scope, pools
 
 STAGES = ("read", "convolve", "gate", "lengths", "embed", "to torch", "train", "score")
 #: The stages both sides run with the same algorithm; the GPU/CPU comparison covers these.
@@ -49,8 +50,10 @@ class PipelineConfig:
     refractory_s: float = 0.2  # the suppression window reaches this far on each side of a peak
     limits: beat_tools.RRLimits = beat_tools.RRLimits()
     train_fraction: float = 0.75
-    epochs: int = 12
-    batch_size: int = 4096  # a step costs about the same at 512 or 4096 beats: launch-bound (chapter 6)
+    # Few epochs: chapter 6's model selection scores validation beats after every epoch and prints the epoch
+    # it keeps beside this default; each epoch is training time.
+    epochs: int = 4
+    batch_size: int = 4096  # fewer, fuller steps: at 512 beats a step is launch-bound (chapter 6)
     latent: int = 2  # a narrow bottleneck: rare shapes (ectopic beats) stay hard to reconstruct
     seed: int = 0
     progress: bool = True
@@ -86,12 +89,14 @@ class StageLog:
     @contextlib.contextmanager
     def stage(self, name: str):
         traffic = self.meter.stage(name) if self.meter is not None else contextlib.nullcontext()
-        with traffic, memory_scope() as memory:
+        with traffic, memory_scope() as memory, _pytorch_scope() as own:
             synchronize()
             start = time.perf_counter()
             yield
             synchronize()
             seconds = time.perf_counter() - start
+        # PyTorch on its own allocator (use_one_pool(pytorch=False)) is counted by PyTorch, not RMM: add it
+        memory = MemoryUse(memory.peak_bytes + own.peak_bytes, memory.held_after + own.held_after)
         self.reports.append(StageReport(name, seconds, memory))
 
     def rows(self) -> list[dict[str, str]]:
@@ -108,6 +113,27 @@ class StageLog:
             }
             for r in self.reports
         ]
+
+
+@contextlib.contextmanager
+def _pytorch_scope():
+    """Like :func:`support.memory.memory_scope`, for PyTorch's own caching allocator: the peak of the tensors a
+    block allocated (above what was allocated when it began) and what is allocated at its end. Zero when
+    PyTorch has not used CUDA yet or allocates through RMM (then RMM's statistics count its tensors)."""
+    use = MemoryUse()
+    torch = sys.modules.get("torch")
+    counting = (
+        torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized() and not pools.pytorch_on_rmm()
+    )
+    if counting:
+        before = torch.cuda.memory_allocated()
+        torch.cuda.reset_peak_memory_stats()
+    try:
+        yield use
+    finally:
+        if counting:
+            use.peak_bytes = max(0, torch.cuda.max_memory_allocated() - before)
+            use.held_after = torch.cuda.memory_allocated()
 
 
 def check_length(signal, fs: float) -> None:

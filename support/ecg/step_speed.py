@@ -87,9 +87,9 @@ def graphed_step(beats: torch.Tensor, batch_size: int, *, seed: int = 0) -> Call
     """The same step captured as a CUDA graph: each call gathers the next batch into the graph's input buffer
     and replays forward, backward and the fused Adam update as one launch.
 
-    Follows PyTorch's recipe (warm-up on a side stream, ``torch.cuda.graph``, an optimizer with
-    ``capturable=True``). Raises :class:`RuntimeError` with the reason when capture fails (under RMM's
-    PyTorch allocator it does).
+    The capture is :func:`support.ecg.vae.capture_step` (PyTorch's recipe), the one :func:`support.ecg.vae.train`
+    uses. Raises :class:`RuntimeError` with the reason when capture fails (under RMM's PyTorch allocator it
+    does).
     """
     _check_beats(beats, batch_size)
     if not beats.is_cuda:
@@ -100,25 +100,7 @@ def graphed_step(beats: torch.Tensor, batch_size: int, *, seed: int = 0) -> Call
     order = torch.randperm(len(beats), device=beats.device)
     steps, done = len(beats) // batch_size, [0]
     static_batch = beats[order[:batch_size]].clone()
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    try:
-        with torch.cuda.stream(side):  # warm-ups: autograd and the optimizer allocate their state here
-            for _ in range(3):
-                optimizer.zero_grad(set_to_none=True)
-                vae.batch_loss(model, static_batch).backward()
-                optimizer.step()
-        torch.cuda.current_stream().wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        optimizer.zero_grad(set_to_none=True)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", UserWarning)  # a note on AccumulateGrad streams, about DDP
-            with torch.cuda.graph(graph):
-                vae.batch_loss(model, static_batch).backward()
-                optimizer.step()
-    except RuntimeError as error:
-        reason = str(error).strip().splitlines()[0]
-        raise RuntimeError(f"CUDA graph capture failed: {reason}") from error
+    graph, _ = vae.capture_step(model, optimizer, static_batch)
 
     def step() -> None:
         start = (done[0] % steps) * batch_size

@@ -13,10 +13,14 @@ torch.Size([2, 64])
 from __future__ import annotations
 
 import sys
+import warnings
 from dataclasses import dataclass
 
-import torch
-from torch import nn
+import torch  # noqa: TID253 - this module is the PyTorch model: it has no use without PyTorch
+from torch import nn  # noqa: TID253
+from tqdm import tqdm
+
+from support.memory import pools
 
 
 class BeatVAE(nn.Module):
@@ -70,10 +74,13 @@ def negative_elbo(reconstruction, beats, mean, log_var, beta: float = 1.0) -> to
 
 @dataclass(frozen=True)
 class Training:
-    """What :func:`train` did: the model and the mean loss of each epoch (on the model's device)."""
+    """What :func:`train` did: the model, the mean loss of each epoch (on the model's device), and how each step
+    ran: ``"CUDA graph"`` (captured once, replayed) or ``"eager"`` with the reason in ``step_note``."""
 
     model: BeatVAE
     epoch_losses: torch.Tensor
+    steps_ran: str = "eager"
+    step_note: str = ""
 
 
 def batch_loss(model: BeatVAE, batch: torch.Tensor, beta: float = 1.0) -> torch.Tensor:
@@ -91,6 +98,48 @@ def train_step(model: BeatVAE, optimizer, batch: torch.Tensor, beta: float = 1.0
     return loss
 
 
+def capture_step(model: BeatVAE, optimizer, static_batch: torch.Tensor, beta: float = 1.0):
+    """Capture one training step on ``static_batch`` (forward, backward, optimizer update) as a CUDA graph.
+
+    Returns ``(graph, loss)``: ``graph.replay()`` runs the step again on whatever ``static_batch`` holds then, and
+    ``loss`` is the graph's output tensor, rewritten by each replay. Follows PyTorch's recipe: three warm-up steps
+    on a side stream (autograd and the optimizer allocate their state there), then ``torch.cuda.graph``. The
+    optimizer must be created with ``capturable=True``. Raises :class:`RuntimeError` with the reason when capture
+    fails (under RMM's PyTorch allocator it does: :func:`graph_ready` says whether to try).
+    """
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    try:
+        with torch.cuda.stream(side):
+            for _ in range(3):
+                optimizer.zero_grad(set_to_none=True)
+                batch_loss(model, static_batch, beta).backward()
+                optimizer.step()
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        optimizer.zero_grad(set_to_none=True)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # a note on AccumulateGrad streams, about DDP
+            with torch.cuda.graph(graph):
+                loss = batch_loss(model, static_batch, beta)
+                loss.backward()
+                optimizer.step()
+    except RuntimeError as error:
+        reason = str(error).strip().splitlines()[0]
+        raise RuntimeError(f"CUDA graph capture failed: {reason}") from error
+    return graph, loss
+
+
+def graph_ready(device: torch.device) -> tuple[bool, str]:
+    """Whether :func:`train` can capture its step on ``device``, and why not: CUDA graphs need a CUDA device and
+    PyTorch's own caching allocator (not RMM's, which :func:`support.memory.use_one_pool` installs)."""
+    if device.type != "cuda":
+        return False, f"CUDA graphs need a CUDA device, not {device.type}"
+    if pools.pytorch_on_rmm():
+        return False, "PyTorch allocates through RMM (use_one_pool), where graph capture fails"
+    return True, ""
+
+
 def train(
     beats: torch.Tensor,
     *,
@@ -102,6 +151,7 @@ def train(
     seed: int = 0,
     progress: bool = True,
     after_epoch=None,
+    graph: bool | None = None,
 ) -> Training:
     """Train a :class:`BeatVAE` on ``beats`` (beats × width), on their device, with a tqdm progress bar.
 
@@ -110,30 +160,59 @@ def train(
     published tables are compared with a re-run).
     ``after_epoch(epoch, model)``, if given, is called after each epoch with the model in eval mode (to
     score validation beats, say); training resumes afterwards.
-    """
-    from tqdm import tqdm
 
+    ``graph``: capture the step once as a CUDA graph and replay it (one launch per step instead of one per
+    kernel), with the same fused Adam made ``capturable``. ``None`` (the default) captures where
+    :func:`graph_ready` says it can and runs eagerly elsewhere; ``True`` refuses to run eagerly. Each step takes
+    ``batch_size`` beats (the last partial batch of an epoch is left out, eager or graphed, so every step has the
+    graph's shape). :attr:`Training.steps_ran` says which way the steps ran.
+    """
     if beats.ndim != 2 or len(beats) < 2:
         raise ValueError(f"need a matrix of at least 2 beats, got shape {tuple(beats.shape)}")
     if not torch.isfinite(beats).all():
         raise ValueError("the beats contain NaN or infinite values; repair the signal before training")
     device = beats.device
+    ready, why_not = graph_ready(device)
+    if graph and not ready:
+        raise ValueError(f"graph=True, but {why_not}")
+    use_graph = ready if graph is None else graph
     torch.manual_seed(seed)
     with torch.device(device):
         model = BeatVAE(beats.shape[1], latent=latent)
         generator = torch.Generator(device=device).manual_seed(seed)
     # the fused Adam updates every parameter in one kernel (CUDA only): fewer launches per step
-    optimizer = torch.optim.Adam(model.parameters(), lr=learning_rate, fused=True if device.type == "cuda" else None)
+    cuda = device.type == "cuda"
+    optimizer = torch.optim.Adam(
+        model.parameters(), lr=learning_rate, fused=True if cuda else None, capturable=use_graph
+    )
     losses = torch.zeros(epochs, device=device)
-    steps = max(1, len(beats) // batch_size)
+    batch_size = min(batch_size, len(beats))
+    steps = len(beats) // batch_size
     bar = tqdm(range(epochs), desc="training the VAE", unit="epoch", file=sys.stderr, disable=not progress)
     with torch.backends.cudnn.flags(enabled=True, benchmark=False, deterministic=True):
+        if use_graph:
+            model.train()
+            static_batch = beats[:batch_size].clone()
+            replay, graph_loss = capture_step(model, optimizer, static_batch, beta)
+            # the capture's warm-ups trained on the first batch: start again from the same initial weights
+            with torch.device(device):
+                torch.manual_seed(seed)
+                fresh = BeatVAE(beats.shape[1], latent=latent)
+            with torch.no_grad():
+                for kept, initial in zip(model.parameters(), fresh.parameters(), strict=True):
+                    kept.copy_(initial)
+            _reset_adam(optimizer)
         for epoch in bar:
             model.train()
             order = torch.randperm(len(beats), device=device, generator=generator)
             for step in range(steps):
-                batch = beats[order[step * batch_size : (step + 1) * batch_size]]
-                loss = train_step(model, optimizer, batch, beta)
+                rows = order[step * batch_size : (step + 1) * batch_size]
+                if use_graph:
+                    torch.index_select(beats, 0, rows, out=static_batch)
+                    replay.replay()
+                    loss = graph_loss
+                else:
+                    loss = train_step(model, optimizer, beats[rows], beta)
                 losses[epoch] += loss.detach() / steps
             if progress:
                 bar.set_postfix(loss=f"{losses[epoch].item():.3f}")
@@ -141,7 +220,16 @@ def train(
                 model.eval()
                 after_epoch(epoch, model)
     model.eval()
-    return Training(model, losses)
+    return Training(model, losses, "CUDA graph" if use_graph else "eager", "" if use_graph else why_not)
+
+
+def _reset_adam(optimizer) -> None:
+    """Zero Adam's moments and step counts in place (the graph holds their addresses), as if no step ran yet."""
+    with torch.no_grad():
+        for state in optimizer.state.values():
+            for value in state.values():
+                if torch.is_tensor(value):
+                    value.zero_()
 
 
 @torch.no_grad()

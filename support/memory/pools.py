@@ -88,10 +88,15 @@ class PoolReport:
 _active: PoolReport | None = None  # what use_one_pool set up in this process
 
 
-def use_one_pool(initial_size: int = 4 * GIB, *, statistics: bool = True, kind: str = "pool") -> PoolReport:
+def use_one_pool(
+    initial_size: int = 4 * GIB, *, statistics: bool = True, kind: str = "pool", pytorch: bool = True
+) -> PoolReport:
     """Make RMM's current resource a pool and route cuDF, CuPy, Numba and PyTorch allocations to it.
 
     ``kind`` is RMM's ``pool`` (the default) or the driver's ``cudaMallocAsync`` (:data:`RESOURCE_KINDS`).
+    ``pytorch=False`` leaves PyTorch on its own caching allocator (chapter 4's "middle way": CUDA graphs can be
+    captured, and PyTorch's own statistics count its tensors; a tensor handed over from cuDF or CuPy still lives
+    in the pool).
 
     Calling it again in the same process (a notebook cell run twice) returns what the first call set up.
     Raises :class:`MemorySetupError` when PyTorch already initialized CUDA (its caching allocator is in use),
@@ -133,14 +138,20 @@ def use_one_pool(initial_size: int = 4 * GIB, *, statistics: bool = True, kind: 
                 f"({type(manager).__name__}); call use_one_pool() before the first Numba kernel or device array"
             )
         report.frameworks.append("Numba")
-    with contextlib.suppress(ImportError):
-        import torch
-        from rmm.allocators.torch import rmm_torch_allocator
+    if pytorch:
+        with contextlib.suppress(ImportError):
+            import torch
+            from rmm.allocators.torch import rmm_torch_allocator
 
-        torch.cuda.memory.change_current_allocator(rmm_torch_allocator)
-        report.frameworks.append("PyTorch")
+            torch.cuda.memory.change_current_allocator(rmm_torch_allocator)
+            report.frameworks.append("PyTorch")
     _active = report
     return report
+
+
+def pytorch_on_rmm() -> bool:
+    """Whether :func:`use_one_pool` routed PyTorch's allocations to RMM in this process."""
+    return _active is not None and "PyTorch" in _active.frameworks
 
 
 def current_bytes() -> int:
