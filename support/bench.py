@@ -4,7 +4,8 @@ Every figure in the book comes from here, so every chapter measures the same way
 
 - :func:`time_cuda` times GPU work with CUDA events recorded on the current stream, after warm-up calls that
   pay for compilation, caching and lazy initialization. It reports every repeat; the median is the figure.
-- :func:`time_wall` times CPU work with :func:`time.perf_counter`, the same way.
+- :func:`time_wall` times CPU work with :func:`time.perf_counter`, the same way; with ``sync=`` it times a call
+  until the GPU has finished what the call queued (``fn``, then ``sync``, inside the timed region).
 - :func:`compare` puts several timings from one run side by side, with ratios to a baseline.
 
 Examples
@@ -24,6 +25,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
+
+from support.env import require_gpu
 
 __all__ = [
     "Comparison",
@@ -145,8 +148,6 @@ class _CupyEventClock:
 
 
 def _cuda_clock(stream=None) -> _Clock:
-    from support.env import require_gpu
-
     require_gpu()
     try:
         return _CupyEventClock(stream)
@@ -235,8 +236,39 @@ def time_cuda(
     return _measure(fn, label, warmup, repeat, clock or _cuda_clock(stream), setup)
 
 
-def time_wall(fn: Callable[[], object], *, label: str | None = None, warmup: int = 1, repeat: int = 5) -> Timing:
-    """Time CPU work with the wall clock: ``warmup`` untimed calls, then ``repeat`` timed ones."""
+def time_wall(
+    fn: Callable[[], object],
+    *,
+    label: str | None = None,
+    warmup: int = 1,
+    repeat: int = 5,
+    sync: Callable[[], object] | None = None,
+) -> Timing:
+    """Time CPU work with the wall clock: ``warmup`` untimed calls, then ``repeat`` timed ones.
+
+    With ``sync`` (``cupy.cuda.runtime.deviceSynchronize``, a stream's ``synchronize``), each call is ``fn()``
+    then ``sync()``, both inside the timed region, warm-ups included: the time a program waits for work that
+    ``fn`` queued on the GPU, measured on the same clock as host work, so that a ratio of the two is one
+    clock's. Without it, a call that only queues GPU work is timed until it returns.
+
+    >>> waits = []
+    >>> timing = time_wall(lambda: None, warmup=1, repeat=3, sync=lambda: waits.append("synced"))
+    >>> len(timing.samples), len(waits)
+    (3, 4)
+    """
+    if sync is not None:
+        if not callable(fn):
+            raise TypeError(f"expected a function to time, got {type(fn).__name__}")
+        if not callable(sync):
+            raise TypeError(f"sync must be a function that waits for the GPU, got {type(sync).__name__}")
+        work = fn
+
+        def fn() -> None:  # the work, then the wait for what it queued: both timed
+            work()
+            sync()
+
+        if label is None:
+            label = getattr(work, "__name__", "work")
     return _measure(fn, label, warmup, repeat, _WallClock())
 
 
@@ -337,7 +369,7 @@ class Comparison:
 
     def frame(self):
         """The rows as a pandas DataFrame."""
-        import pandas as pd
+        import pandas as pd  # noqa: PLC0415  # optional: the package declares NumPy alone
 
         return pd.DataFrame(self.rows())
 

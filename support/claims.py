@@ -33,8 +33,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+
+from support.bench import format_ratio, format_seconds
+from support.interop import device_pointer
+from support.interop import same_memory as points_at_the_same_memory
+from support.units import describe_bytes
 
 #: The environment variable that names the file claims are appended to (one JSON object per line).
 LOG_VARIABLE = "GPU_INTEROP_CLAIMS_LOG"
@@ -100,16 +106,10 @@ def describe(value, unit: str) -> str:
     if isinstance(value, str):
         return value
     if unit == "s":
-        from support.bench import format_seconds
-
         return format_seconds(value)
     if unit == "×":
-        from support.bench import format_ratio
-
         return format_ratio(value)
     if unit == "B":
-        from support.units import describe_bytes
-
         return describe_bytes(int(value))
     if unit == "%":
         return f"{value:.1%}"
@@ -219,9 +219,6 @@ def at_most(
 def same_memory(name: str, view, source, *, says: str, copy, copy_is: str = "a copy") -> Claim:
     """``view`` shares ``source``'s memory (same device pointer), and ``copy``, made from ``source`` the way a
     copy is made, does not: the check that passes for the view fails for a copy."""
-    from support.interop import device_pointer
-    from support.interop import same_memory as points_at_the_same_memory
-
     value, control = bool(points_at_the_same_memory(view, source)), bool(points_at_the_same_memory(copy, source))
     bar = "same pointer" if value else f"another pointer ({device_pointer(view):#x})"
     return _settle(Claim(name, "same_memory", says, value, "", control, copy_is, bar, value and not control))
@@ -239,8 +236,6 @@ def refused(
 ) -> Claim:
     """``attempt()`` raises ``error`` whose message matches the regular expression ``match`` (the refusal the text
     describes), and ``fix()``, the way out the error names, succeeds."""
-    import re
-
     try:
         attempt()
     except error as raised:

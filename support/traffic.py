@@ -22,6 +22,8 @@ import tempfile
 import warnings
 from dataclasses import dataclass
 
+import numpy as np
+
 from support.units import describe_bytes
 
 DIRECTIONS = {"HtoD": "host_to_device", "DtoH": "device_to_host", "DtoD": "device_to_device", "PtoP": "peer"}
@@ -132,7 +134,6 @@ def self_check(nbytes: int = 2**20) -> dict[str, Copies]:
     it sees copies made outside PyTorch too. GPU only."""
     import cudf
     import cupy
-    import numpy as np
     import torch
     from numba import cuda
 

@@ -185,3 +185,27 @@ def test_format_ratio_keeps_only_the_digits_a_median_backs(ratio, text):
 def test_format_ratio_rejects_what_is_not_a_ratio_of_durations():
     with pytest.raises(ValueError, match="must be positive"):
         format_ratio(0.0)
+
+
+def test_time_wall_with_sync_times_the_call_and_the_wait_together():
+    calls = []
+
+    def work():
+        calls.append("work")
+
+    def wait_for_gpu():  # stands in for cupy.cuda.runtime.deviceSynchronize
+        calls.append("sync")
+        time.sleep(0.01)
+
+    timing = time_wall(work, warmup=2, repeat=3, sync=wait_for_gpu)
+    assert calls == ["work", "sync"] * 5  # every call, warm-ups too, is followed by its wait
+    assert len(timing.samples) == 3 and timing.clock == "wall"
+    assert timing.min >= 0.009, "the wait is inside the timed region"
+    assert timing.label == "work"
+    assert time_wall(work, repeat=3).median < 0.009, "without sync nothing waits"
+
+
+@pytest.mark.parametrize(("fn", "sync", "match"), [(42, lambda: None, "function to time"), (lambda: None, 1, "sync")])
+def test_time_wall_rejects_a_sync_or_work_that_is_not_a_function(fn, sync, match):
+    with pytest.raises(TypeError, match=match):
+        time_wall(fn, sync=sync)

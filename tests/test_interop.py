@@ -327,6 +327,21 @@ def test_outcome_names_shared_copied_or_failed_with_the_dtype_when_asked():
     assert interop.outcome(lambda: np.from_dlpack(object()), host) == "fails: AttributeError"
 
 
+def test_outcome_in_words_gives_the_dtype_and_sharing_or_the_message_a_reader_sees():
+    needs_grad = torch.ones(4, requires_grad=True)
+    refused = interop.outcome_in_words(np.from_dlpack, needs_grad)
+    assert refused.startswith(("BufferError: ", "RuntimeError: ")) and "detach" in refused
+    assert len(refused.split(": ", 1)[1]) <= 70, "the first 70 characters of the message"
+    assert interop.outcome_in_words(np.from_dlpack, needs_grad.detach()) == "float32, shares memory: True"
+    host = aligned(4)
+    assert interop.outcome_in_words(lambda a: a.astype(np.float64), host) == "float64, shares memory: False"
+
+    def silent(_):
+        raise KeyError
+
+    assert interop.outcome_in_words(silent, host) == "KeyError", "an error without a message keeps its class"
+
+
 def test_routes_name_a_call_for_every_pair():
     for source in interop.TARGETS:
         for target in interop.TARGETS:

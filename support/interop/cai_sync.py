@@ -24,6 +24,12 @@ and :func:`race_launch` races each of :data:`LAUNCH_RACES` against a producer's 
 
 from __future__ import annotations
 
+import numpy as np
+
+from support import fresh_process
+from support.bench import gpu_sleeper, time_behind_busy_gpu, time_wall
+from support.interop import races
+
 #: The array arguments measured, in the order of the table.
 ARGUMENT_KINDS = ("Numba device array", "CuPy array", "PyTorch tensor", "CAI-only object")
 SYNC_VARIABLE = "NUMBA_CUDA_ARRAY_INTERFACE_SYNC"
@@ -65,8 +71,6 @@ def _check_counts(launches: int, repeat: int) -> None:
 
 def launch_overhead(*, sync: bool, launches: int = 200, repeat: int = 7) -> dict[str, float]:
     """Seconds per launch of a tiny Numba kernel for each of :data:`ARGUMENT_KINDS`, in a fresh process."""
-    from support import fresh_process
-
     _check_counts(launches, repeat)
     return fresh_process.call(
         "support.interop.cai_sync:measure_here",
@@ -80,8 +84,6 @@ def launch_overhead(*, sync: bool, launches: int = 200, repeat: int = 7) -> dict
 def launch_behind_busy_gpu(*, sync: bool, busy_seconds: float = 0.03) -> dict[str, float]:
     """Seconds one launch takes on the host while ``busy_seconds`` of work is queued, per argument kind, in a
     fresh process with the variable on (``sync``) or off."""
-    from support import fresh_process
-
     return fresh_process.call(
         "support.interop.cai_sync:busy_here",
         busy_seconds=busy_seconds,
@@ -93,8 +95,6 @@ def launch_behind_busy_gpu(*, sync: bool, busy_seconds: float = 0.03) -> dict[st
 def race_launch(*, sync: bool, tries: int = 10) -> dict[str, str]:
     """The verdict of :func:`support.interop.races.run_route` (``"0/10 wrong"``) for each of :data:`LAUNCH_RACES`,
     in a fresh process with the variable on (``sync``) or off."""
-    from support import fresh_process
-
     if tries < 1:
         raise ValueError(f"try at least once, not {tries} times")
     return fresh_process.call(
@@ -110,9 +110,6 @@ def race_here(tries: int = 10) -> dict[str, str]:
     stream behind 20 ms of GPU work; inside ``with stream:`` each consumer sums it through an
     :class:`InterfaceOnly` view (or ``as_cuda_array``), with a Numba kernel on Numba's default stream."""
     import numba.cuda
-
-    from support.bench import gpu_sleeper
-    from support.interop import races
 
     named, unnamed, as_array = LAUNCH_RACES
     consumers = {
@@ -130,7 +127,6 @@ def race_here(tries: int = 10) -> dict[str, str]:
 def _arguments():
     import cupy
     import numba.cuda
-    import numpy as np
     import torch
 
     return {
@@ -158,8 +154,6 @@ def measure_here(launches: int = 200, repeat: int = 7) -> dict[str, float]:
     median of ``repeat`` after a warm-up, on a 1024-element float32 array of each kind."""
     import numba.cuda
 
-    from support.bench import time_wall
-
     _check_counts(launches, repeat)
     add_one = _kernel()
 
@@ -178,8 +172,6 @@ def measure_here(launches: int = 200, repeat: int = 7) -> dict[str, float]:
 def busy_here(busy_seconds: float = 0.03, repeat: int = 5) -> dict[str, float]:
     """Seconds one launch keeps the host while ``busy_seconds`` of GPU work is queued on CuPy's current stream
     (:func:`support.bench.time_behind_busy_gpu`), per argument kind, in this process."""
-    from support.bench import time_behind_busy_gpu
-
     add_one = _kernel()
     found = {}
     for kind, values in _arguments().items():

@@ -28,6 +28,8 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from support.bench import format_seconds
 
 __all__ = [
@@ -35,6 +37,7 @@ __all__ = [
     "describe_stream",
     "handoff_outcome",
     "outcome",
+    "outcome_in_words",
     "refusal",
     "PROTOCOL_ATTRIBUTES",
     "StreamRecorder",
@@ -132,8 +135,6 @@ def framework_of(obj) -> str:
 
 
 def _facts_from_interface(framework, interface: dict, device: str, null_count: int = 0) -> ArrayFacts:
-    import numpy as np
-
     dtype = np.dtype(interface["typestr"])
     shape = tuple(interface["shape"])
     strides = interface.get("strides")
@@ -172,8 +173,6 @@ def _describe_layout(obj) -> ArrayFacts:
         nulls = sum(int(obj[c].null_count) for c in obj.columns)
         return ArrayFacts(framework, "cuda", dtype, tuple(obj.shape), None, 0, nulls)
     if framework == "cudf":
-        import numpy as np
-
         try:
             dtype = np.dtype(obj.dtype)
             fixed_size = dtype.kind in "biufcmM"
@@ -590,6 +589,27 @@ def outcome(call: Callable[[], object], source, *, with_dtype: bool = False) -> 
     return f"copy to {dtype}"
 
 
+def outcome_in_words(consume: Callable[[object], object], source) -> str:
+    """What ``consume(source)`` gives, as a reader sees it: ``"float32, shares memory: True"``, or the error's class
+    and the first line of its message (``"BufferError: Can't export tensors that require gradient, ..."``, at most
+    70 characters of it), since the message names the fix. For the refusals of chapter 3's table (a tensor that
+    requires grad, a bool tensor); :func:`outcome` gives the error's class alone.
+
+    >>> import numpy as np
+    >>> values = np.arange(4, dtype=np.float32)
+    >>> outcome_in_words(np.asarray, values), outcome_in_words(lambda a: a.astype(np.int8), values)
+    ('float32, shares memory: True', 'int8, shares memory: False')
+    >>> outcome_in_words(lambda a: a.reshape(3), values)
+    'ValueError: cannot reshape array of size 4 into shape (3,)'
+    """
+    try:
+        got = consume(source)
+    except Exception as error:  # the libraries raise many kinds; the message is what the reader sees
+        lines = str(error).splitlines()
+        return f"{type(error).__name__}: {lines[0][:70]}" if lines else type(error).__name__
+    return f"{got.dtype}, shares memory: {same_memory(got, source)}"
+
+
 def handoff_outcome(obj, to: str) -> str:
     """What the recommended call from :func:`route` actually does with ``obj`` (see :func:`outcome`). Measured,
     so it can be checked against :func:`obstacle`."""
@@ -603,8 +623,6 @@ def aligned_host_array(count: int, dtype="float32", alignment: int = JAX_ALIGNME
     NumPy guarantees only 16-byte alignment, so whether JAX on the CPU can share a fresh NumPy array is
     chance; this makes it a decision.
     """
-    import numpy as np
-
     itemsize = np.dtype(dtype).itemsize
     raw = np.empty(count * itemsize + alignment, dtype=np.uint8)
     start = (-raw.ctypes.data) % alignment

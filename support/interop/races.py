@@ -24,6 +24,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from support.bench import gpu_sleeper
+
 #: Elements of the array the producer writes: 16 MiB of float32.
 SIZE = 1 << 22
 
@@ -188,8 +190,6 @@ def run_route(route: Route, sleep, tries: int = 10, *, non_blocking: bool = True
 def race_table(tries: int = 10, routes: dict[str, Route] | None = None) -> list[dict[str, str]]:
     """Every route of :data:`ROUTES`, ``tries`` times each on each side stream of :data:`SIDE_STREAMS`: protocol,
     where the handoff was made, and one verdict column per side stream."""
-    from support.bench import gpu_sleeper
-
     sleep = gpu_sleeper()
     rows = []
     for name, route in (routes or ROUTES).items():

@@ -13,6 +13,8 @@ one route per framework.
 
 from __future__ import annotations
 
+import numpy as np
+
 
 def view_of(obj, stream_ptr: int):
     """``obj``'s memory as a cuda.core ``StridedMemoryView``, ordered before the stream ``stream_ptr``."""
@@ -26,7 +28,6 @@ def cupy_over(view, owner=None):
     which holds it) is kept alive with the array. cuda.core gives strides in elements, or None for a C-contiguous
     array."""
     import cupy
-    import numpy as np
 
     dtype = np.dtype(view.dtype)
     shape = tuple(view.shape)
