@@ -16,11 +16,20 @@ from collections.abc import Callable, Mapping, Sequence
 DPI = 90
 
 
-def new_figure(rows: int = 1, cols: int = 1, size=(8, 3)):
-    """``matplotlib.pyplot.subplots`` in the book's style; returns (figure, axes)."""
+def new_figure(rows: int = 1, cols: int = 1, size=(8, 3), *, margins: Mapping[str, float] | None = None):
+    """``matplotlib.pyplot.subplots`` in the book's style; returns (figure, axes).
+
+    The layout is matplotlib's constrained layout, unless ``margins`` (``subplots_adjust``'s left, right, top,
+    bottom, hspace, wspace) fixes it: a figure drawn on every run of a pipeline saves the layout's search, which
+    is most of a simple figure's drawing time.
+    """
     import matplotlib.pyplot as plt
 
-    return plt.subplots(rows, cols, figsize=size, dpi=DPI, layout="constrained")
+    if margins is None:
+        return plt.subplots(rows, cols, figsize=size, dpi=DPI, layout="constrained")
+    fig, axes = plt.subplots(rows, cols, figsize=size, dpi=DPI)
+    fig.subplots_adjust(**margins)
+    return fig, axes
 
 
 def labelled_bars(

@@ -350,3 +350,46 @@ def test_a_write_that_fails_midway_is_one_sentence(capsys, tmp_path, monkeypatch
     monkeypatch.setattr(reading, "write_csv", full_disk)
     err = refusal(capsys, ["--device", "cpu", "--hours", "0.05", "--out", str(tmp_path / "run"), "--no-progress"])
     assert f"writing {tmp_path / 'run' / 'ecg.csv'} failed: No space left on device" in err, err
+
+
+def test_a_command_line_run_from_a_notebook_reports_its_error_in_one_exception(tmp_path):
+    from support.ecg import cli_runs
+
+    with pytest.raises(cli_runs.CommandLineError, match="--warm must lie between"):
+        cli_runs.run_command_line(["--device", "cpu", "--warm", "-1"], out=tmp_path / "run")
+    assert not (tmp_path / "run").exists()
+
+
+def test_the_speed_table_sets_cold_and_warm_stages_of_each_run_side_by_side():
+    from support.ecg import cli_runs
+
+    def run(scale):
+        return {
+            "setup_seconds": 1.0 * scale,
+            "total_seconds": 5.0 * scale,
+            "training_steps": "CUDA graph" if scale < 1 else "eager",
+            "stages": [{"stage": "read", "seconds": 0.2 * scale}, {"stage": "train", "seconds": 1.0 * scale}],
+            "warm": [{"read_to_plot_seconds": t * scale, "stages": {"read": 0.1, "train": 0.4}} for t in (1, 2, 9)],
+        }
+
+    rows = cli_runs.speed_rows({"before": run(1.0), "after": run(0.5)})
+    table = {row["what"]: row for row in rows}
+    assert list(table)[:4] == ["read (cold)", "train (cold)", "read (warm)", "train (warm)"]
+    assert table["read → drawn plot (warm, median and range)"]["before"] == "2.00 s (1.00 s–9.00 s)"
+    assert table["training steps ran"] == {"what": "training steps ran", "before": "eager", "after": "CUDA graph"}
+    assert cli_runs.warm_read_to_plot(run(0.5)) == 1.0
+
+
+def test_warm_passes_are_refused_outside_their_range_and_gpu_settings_on_the_cpu(tmp_path, capsys):
+    from support.ecg.__main__ import main
+
+    for arguments, message in (
+        (["--warm", "101"], "--warm must lie between 0 and 100"),
+        (["--device", "cpu", "--eager"], "leave them out with --device cpu"),
+        (["--device", "cpu", "--pytorch-allocator", "rmm"], "leave them out with --device cpu"),
+    ):
+        with pytest.raises(SystemExit) as stopped:
+            main([*arguments, "--out", str(tmp_path / "run")])
+        assert stopped.value.code == 2
+        assert message in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()

@@ -35,6 +35,8 @@ MAX_SAMPLES = 2**31 - 1
 MAX_FS = 20_000.0
 #: More epochs than this is a typo, not a training plan (the pipeline's default is a dozen).
 MAX_EPOCHS = 10_000
+#: More warm repeats than this is a typo (each is a whole read → plot).
+MAX_WARM = 100
 #: Memory a synthetic run needs per sample, at most: synthesizing peaks near 215 bytes a sample (NumPy's
 #: allocations, measured with tracemalloc; tests/test_ecg_cli.py holds it), the pipeline on the CPU near 240 (the
 #: same measure at half an hour), on the GPU near 100 (the stages' peaks in ``chapters/ecg_cli_metrics.json``).
@@ -73,6 +75,21 @@ def build_parser() -> argparse.ArgumentParser:
         "--overwrite", action="store_true", help="replace the files of an earlier run in --out (refused otherwise)"
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+    parser.add_argument(
+        "--pytorch-allocator",
+        choices=("own", "rmm"),
+        default="own",
+        help="PyTorch's own caching allocator beside RMM's pool for the rest (default: the training step can be "
+        "a CUDA graph), or RMM's pool for PyTorch too (one pool for every library: no graph)",
+    )
+    parser.add_argument("--eager", action="store_true", help="train step by step, never as a CUDA graph")
+    parser.add_argument(
+        "--warm",
+        type=int,
+        default=0,
+        metavar="N",
+        help="after the run, read the CSV and draw its plot N more times in this process (warm) and report each",
+    )
     return parser
 
 
@@ -88,6 +105,10 @@ def check_arguments(args: argparse.Namespace) -> None:
         raise UserError(f"--fs {args.fs:g}: {error}") from None
     if args.epochs is not None and not 1 <= args.epochs <= MAX_EPOCHS:
         raise UserError(f"--epochs must lie between 1 and {MAX_EPOCHS}, not {args.epochs}")
+    if not 0 <= args.warm <= MAX_WARM:
+        raise UserError(f"--warm must lie between 0 and {MAX_WARM}, not {args.warm}")
+    if args.device == "cpu" and (args.pytorch_allocator != "own" or args.eager):
+        raise UserError("--pytorch-allocator and --eager choose how the GPU trains; leave them out with --device cpu")
     if args.truth and not args.input:
         raise UserError("--truth goes with --input (a synthetic run makes its own ground truth)")
     if args.column is not None and not args.input:
@@ -260,7 +281,7 @@ def run(args: argparse.Namespace) -> int:
         from support.memory import use_one_pool
 
         report["gpu"] = gpu.name
-        report["pool"] = str(use_one_pool())
+        report["pool"] = str(use_one_pool(pytorch=args.pytorch_allocator == "rmm"))
         import cupy as xp
     else:
         args.available_bytes = available_memory("cpu")
@@ -270,7 +291,7 @@ def run(args: argparse.Namespace) -> int:
 
     report["versions"] = env.stack_versions()
     report["setup_seconds"] = time.perf_counter() - STARTED  # imports, the GPU check, the pool
-    settings = {"fs": args.fs, "seed": args.seed, "progress": not args.no_progress}
+    settings = {"fs": args.fs, "seed": args.seed, "progress": not args.no_progress, "graph": not args.eager}
     if args.epochs is not None:
         settings["epochs"] = args.epochs
     try:
@@ -325,6 +346,8 @@ def run(args: argparse.Namespace) -> int:
         for r in log.reports
     ]
     report["beats"] = len(result.beats)
+    report["training_steps"] = result.training.steps_ran
+    report["training_note"] = result.training.step_note
     if meter is not None:
         report["traffic"] = {name: vars(copies) for name, copies in meter.stages.items()}
         report["bytes_across_host_link_after_read"] = meter.between("convolve", "score").across_host_link
@@ -336,6 +359,8 @@ def run(args: argparse.Namespace) -> int:
     with output_folder.create(args.out / "lengths.png", overwrite=args.overwrite) as figure:
         plots.lengths_figure(result.lengths, args.fs).savefig(figure)
     report["total_seconds"] = time.perf_counter() - STARTED
+    if args.warm:
+        report["warm"] = [warm_read_to_plot(path, config, args) for _ in range(args.warm)]
     with output_folder.create(args.out / "metrics.json", overwrite=args.overwrite) as metrics:
         metrics.write_text(json.dumps(report, indent=2, default=str) + "\n")
     print(
@@ -345,6 +370,25 @@ def run(args: argparse.Namespace) -> int:
         )
     )
     return 0
+
+
+def warm_read_to_plot(path: Path, config, args: argparse.Namespace) -> dict:
+    """Once more, in this warm process: read the CSV, run every stage, draw the stream plot (not saved). Returns
+    the wall time of it all and each stage's time."""
+    import matplotlib.pyplot as plt
+
+    from support.ecg import pipeline, plots, reading
+
+    log = pipeline.StageLog()
+    started = time.perf_counter()
+    with log.stage("read"):
+        recording = reading.read_signal(path, on=args.device, column=args.column)
+    result = pipeline.run_from_signal(recording, config, log=log)
+    figure = plots.stream_figure(result.recording.signal, args.fs, result.beats.peaks)
+    figure.canvas.draw()
+    seconds = time.perf_counter() - started
+    plt.close(figure)
+    return {"read_to_plot_seconds": seconds, "stages": {r.name: r.seconds for r in log.reports}}
 
 
 if __name__ == "__main__":

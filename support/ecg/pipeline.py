@@ -57,6 +57,9 @@ class PipelineConfig:
     latent: int = 2  # a narrow bottleneck: rare shapes (ectopic beats) stay hard to reconstruct
     seed: int = 0
     progress: bool = True
+    #: Train with the step captured as a CUDA graph where PyTorch allocates on its own (vae.graph_ready); False
+    #: trains eagerly everywhere.
+    graph: bool = True
 
     def __post_init__(self):
         detection.ricker(self.fs)  # refuses a sampling rate at which the QRS wavelet has no shape
@@ -250,6 +253,7 @@ def run_from_signal(recording: reading.Recording, config: PipelineConfig, *, log
             batch_size=config.batch_size,
             seed=config.seed,
             progress=config.progress,
+            graph=None if config.graph else False,
         )
     with log.stage("score"):
         scores = vae.anomaly_scores(training.model, tensor[test_rows])

@@ -10,8 +10,12 @@ from support.ecg.synthetic import KINDS
 from support.figures import new_figure
 
 
-def _figure(rows: int = 1, cols: int = 1, size=(9, 3)):
-    return new_figure(rows, cols, size)
+def _figure(rows: int = 1, cols: int = 1, size=(9, 3), margins=None):
+    return new_figure(rows, cols, size, margins=margins)
+
+
+#: Fixed margins of the stream figure, which the pipeline draws on every run (no layout search).
+STREAM_MARGINS = {"left": 0.08, "right": 0.98, "top": 0.93, "bottom": 0.11, "hspace": 0.55}
 
 
 def envelope(signal, bins: int = 2000):
@@ -24,7 +28,7 @@ def envelope(signal, bins: int = 2000):
 def stream_figure(signal, fs: float, peaks=None, zoom=(3600.0, 8.0)):
     """The whole recording as a min/max envelope, and ``zoom`` = (start s, length s) with detected R peaks."""
     low, high, per_bin = envelope(signal)
-    fig, (overview, detail) = _figure(2, 1, (9, 4.5))
+    fig, (overview, detail) = _figure(2, 1, (9, 4.5), margins=STREAM_MARGINS)
     hours = np.arange(len(low)) * per_bin / fs / 3600
     overview.fill_between(hours, low, high, linewidth=0, color="tab:blue")
     overview.set(xlabel="time (h)", ylabel="mV", title="the whole recording (min/max per bin)")
