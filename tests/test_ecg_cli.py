@@ -19,7 +19,7 @@ import pytest
 from booktools.paths import ROOT
 from support import env
 from support.ecg import __main__ as cli
-from support.ecg import output_folder, pipeline, reading, synthetic
+from support.ecg import cli_runs, output_folder, pipeline, reading, synthetic
 
 
 def refusal(capsys, argv) -> str:
@@ -353,16 +353,12 @@ def test_a_write_that_fails_midway_is_one_sentence(capsys, tmp_path, monkeypatch
 
 
 def test_a_command_line_run_from_a_notebook_reports_its_error_in_one_exception(tmp_path):
-    from support.ecg import cli_runs
-
     with pytest.raises(cli_runs.CommandLineError, match="--warm must lie between"):
         cli_runs.run_command_line(["--device", "cpu", "--warm", "-1"], out=tmp_path / "run")
     assert not (tmp_path / "run").exists()
 
 
 def test_the_speed_table_sets_cold_and_warm_stages_of_each_run_side_by_side():
-    from support.ecg import cli_runs
-
     def run(scale):
         return {
             "setup_seconds": 1.0 * scale,
@@ -381,15 +377,13 @@ def test_the_speed_table_sets_cold_and_warm_stages_of_each_run_side_by_side():
 
 
 def test_warm_passes_are_refused_outside_their_range_and_gpu_settings_on_the_cpu(tmp_path, capsys):
-    from support.ecg.__main__ import main
-
     for arguments, message in (
         (["--warm", "101"], "--warm must lie between 0 and 100"),
         (["--device", "cpu", "--eager"], "leave them out with --device cpu"),
         (["--device", "cpu", "--pytorch-allocator", "rmm"], "leave them out with --device cpu"),
     ):
         with pytest.raises(SystemExit) as stopped:
-            main([*arguments, "--out", str(tmp_path / "run")])
+            cli.main([*arguments, "--out", str(tmp_path / "run")])
         assert stopped.value.code == 2
         assert message in capsys.readouterr().err
     assert not (tmp_path / "run").exists()
