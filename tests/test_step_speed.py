@@ -52,7 +52,7 @@ def test_time_steps_warms_up_then_reports_milliseconds_per_step(monkeypatch):
         work()
         return bench.Timing(label, (0.2, 0.1, 0.3), "cuda-events")  # seconds for the whole batch of steps
 
-    monkeypatch.setattr(bench, "time_cuda", fake_time_cuda)
+    monkeypatch.setattr(step_speed, "time_cuda", fake_time_cuda)
     ms = step_speed.time_steps(lambda: calls.append(1), steps=40, warmup=5)
     assert len(calls) == 5 + 40  # five warm-ups, then one timed run of forty steps (the fake runs it once)
     assert ms == pytest.approx(0.2 * 1e3 / 40)

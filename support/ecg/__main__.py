@@ -21,7 +21,10 @@ import sys
 import time
 from pathlib import Path
 
-from support.ecg import output_folder
+from support import env
+from support.ecg import detection, output_folder
+from support.memory import use_one_pool
+from support.units import describe_bytes
 
 STARTED = time.perf_counter()  # the process's own start-up (Python itself) comes before this line
 
@@ -97,8 +100,6 @@ def check_arguments(args: argparse.Namespace) -> None:
     """Refuse what cannot work, with the reason; imports nothing heavier than NumPy and SciPy's FFT."""
     if not (math.isfinite(args.fs) and 0 < args.fs <= MAX_FS):
         raise UserError(f"--fs must be a sampling rate in Hz above 0 and at most {MAX_FS:g}, not {args.fs:g}")
-    from support.ecg import detection
-
     try:
         detection.ricker(args.fs)  # the pipeline's own rule: the QRS wavelet needs enough samples
     except ValueError as error:
@@ -161,8 +162,6 @@ def parse(argv=None) -> argparse.Namespace:
 
 def check_gpu() -> object:
     """GPU 0, or :class:`UserError` naming the CPU route; asks the driver before any GPU library is imported."""
-    from support import env
-
     probe = env.probe_gpus()
     if not probe.available:
         raise UserError(f"no usable CUDA GPU here ({probe.problem}); {CPU_HINT}")
@@ -176,8 +175,6 @@ def available_memory(device: str) -> int | None:
     """Bytes this process can allocate now: free GPU memory as CUDA reports it, or the host's available RAM."""
     try:
         if device == "gpu":
-            from support import env
-
             return env.memory_this_process_sees()[0]
         for line in Path("/proc/meminfo").read_text().splitlines():
             if line.startswith("MemAvailable:"):
@@ -211,8 +208,6 @@ def is_out_of_memory(error: BaseException) -> bool:
 
 
 def out_of_memory_message(error: BaseException, args: argparse.Namespace, available: int | None) -> str:
-    from support.units import describe_bytes
-
     where = "GPU" if args.device == "gpu" else "host"
     asked = asked_bytes(error)
     asked_text = f"an allocation of {describe_bytes(asked)}" if asked is not None else "an allocation"
@@ -231,8 +226,6 @@ def out_of_memory_message(error: BaseException, args: argparse.Namespace, availa
 
 def check_memory(args: argparse.Namespace, available: int | None) -> None:
     """Refuse a synthetic run that needs more memory than is available, with both figures."""
-    from support.units import describe_bytes
-
     samples = round(args.hours * 3600 * args.fs)
     needed = samples * BYTES_PER_SAMPLE
     if available is None or needed <= available:
@@ -256,7 +249,7 @@ def main(argv=None) -> int:
         print("interrupted", file=sys.stderr)
         return 130
     except Exception as error:
-        from support.ecg import reading
+        from support.ecg import reading  # noqa: PLC0415 - a bug's traceback must not wait for this import
 
         if is_out_of_memory(error):
             available = getattr(args, "available_bytes", None)
@@ -278,16 +271,13 @@ def run(args: argparse.Namespace) -> int:
     if args.device == "gpu":
         gpu = check_gpu()
         args.available_bytes = available_memory("gpu")  # before the pool takes its share
-        from support.memory import use_one_pool
-
         report["gpu"] = gpu.name
         report["pool"] = str(use_one_pool(pytorch=args.pytorch_allocator == "rmm"))
         import cupy as xp
     else:
         args.available_bytes = available_memory("cpu")
-        import numpy as xp
-    from support import env
-    from support.ecg import pipeline, plots, reading, synthetic
+        import numpy as xp  # noqa: PLC0415 - the array module of this run, like cupy above
+    from support.ecg import pipeline, plots, reading, synthetic  # noqa: PLC0415 - PyTorch: after the arguments are checked
 
     report["versions"] = env.stack_versions()
     report["setup_seconds"] = time.perf_counter() - STARTED  # imports, the GPU check, the pool
@@ -331,7 +321,7 @@ def run(args: argparse.Namespace) -> int:
             truth = (r_peaks, labels)
     meter = None
     if args.traffic:
-        from support.traffic import TrafficMeter
+        from support.traffic import TrafficMeter  # noqa: PLC0415 - only with --traffic (CUPTI)
 
         meter = TrafficMeter()
     log = pipeline.StageLog(meter=meter)
@@ -377,7 +367,7 @@ def warm_read_to_plot(path: Path, config, args: argparse.Namespace) -> dict:
     the wall time of it all and each stage's time."""
     import matplotlib.pyplot as plt
 
-    from support.ecg import pipeline, plots, reading
+    from support.ecg import pipeline, plots, reading  # noqa: PLC0415 - PyTorch: after the arguments are checked
 
     log = pipeline.StageLog()
     started = time.perf_counter()

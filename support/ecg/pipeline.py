@@ -30,11 +30,15 @@ from pathlib import Path
 
 import numpy as np
 
+from support import bench
 from support.arrays import array_module, synchronize, to_host
+from support.bench import format_ratio, format_seconds
+from support.ecg import baselines, cpu_peers, detection, kernels, metrics, reading, vae
 from support.ecg import beats as beat_tools
-from support.ecg import detection, kernels, reading, vae
 from support.ecg.synthetic import KINDS, NORMAL, is_ectopic
+from support.interop import share
 from support.memory import MemoryUse, memory_scope, pools
+from support.units import describe_bytes
 
 STAGES = ("read", "convolve", "gate", "lengths", "embed", "to torch", "train", "score")
 #: The stages both sides run with the same algorithm; the GPU/CPU comparison covers these.
@@ -104,9 +108,6 @@ class StageLog:
 
     def rows(self) -> list[dict[str, str]]:
         """One row per stage: its time, the memory it allocated at its peak, and what was held after it."""
-        from support.bench import format_seconds
-        from support.units import describe_bytes
-
         return [
             {
                 "stage": r.name,
@@ -179,8 +180,6 @@ def beat_lengths(candidates):
 def to_torch(matrix):
     """The beats as a PyTorch tensor over the same memory (DLPack, on either side); raises if a copy would be
     needed."""
-    from support.interop import share
-
     return share(matrix, "torch")
 
 
@@ -276,8 +275,6 @@ def run_from_signal(recording: reading.Recording, config: PipelineConfig, *, log
 
 def evaluate_scores(scores, labels) -> dict[str, float]:
     """AUROC and precision at the labelled rate of anomaly ``scores`` against ground-truth ``labels`` (0 = normal)."""
-    from support.ecg import metrics
-
     labels = np.asarray(labels)
     scores = np.asarray(scores)
     anomalous = labels != 0
@@ -305,8 +302,6 @@ def baseline_scores(result: PipelineResult) -> dict[str, object]:
     """The training-free methods of chapter 6's baseline table on a run's test rows, fitted on its training rows
     with no labels: the RR prematurity score, PCA with the VAE's bottleneck (``config.latent`` components) and
     the distance to the median training beat (torch tensors, on the beats' device)."""
-    from support.ecg import baselines
-
     rows, test = result.tensor, result.test_rows
     fit = rows[result.train_rows]
     return {
@@ -356,9 +351,6 @@ def time_shared_stages(path, config: PipelineConfig, *, on: str, warmup: int = 2
 
     Each stage is fed the output of the one before, made once outside the timing.
     """
-    from support import bench
-    from support.ecg import cpu_peers
-
     if on not in SIDES:
         raise ValueError(f"on must be one of {', '.join(map(repr, SIDES))}, not {on!r}")
 
@@ -405,8 +397,6 @@ class StageSpeedup:
         return self.cpu_fastest / self.gpu
 
     def row(self) -> dict[str, str]:
-        from support.bench import format_ratio, format_seconds
-
         return {
             "stage": self.stage,
             "CPU familiar": format_seconds(self.cpu_familiar),

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from support.arrays import array_module, to_host
+from support.ecg.evaluation import CONTEXTS
 from support.ecg.synthetic import KINDS
 from support.figures import new_figure
 
@@ -153,8 +154,6 @@ def score_histogram_figure(scores, contexts, threshold: float | None = None):
     The picture that shows what a detector flags: a context whose scores sit above the threshold is what the
     model finds, whatever the overall AUROC says.
     """
-    from support.ecg.evaluation import CONTEXTS
-
     scores, contexts = np.asarray(scores, dtype=np.float64), np.asarray(contexts)
     logs = np.log10(np.maximum(scores, 1e-12))
     edges = np.linspace(logs.min(), logs.max(), 61)

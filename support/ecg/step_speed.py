@@ -20,12 +20,15 @@ allocator setup, one fresh process per setup (:mod:`support.fresh_process`).
 
 from __future__ import annotations
 
+import statistics
+import time
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import torch
+import torch  # noqa: TID253 - this module times PyTorch training steps: it has no use without PyTorch
 
+from support.bench import time_cuda
 from support.ecg import vae
 from support.traffic import trace_events
 
@@ -113,8 +116,6 @@ def graphed_step(beats: torch.Tensor, batch_size: int, *, seed: int = 0) -> Call
 
 def time_steps(step: Callable[[], None], *, steps: int = 50, warmup: int = 10) -> float:
     """Milliseconds per call of ``step``: CUDA events around ``steps`` calls, after ``warmup`` calls."""
-    from support.bench import time_cuda
-
     if steps < 1:
         raise ValueError(f"time at least one step, not {steps}")
 
@@ -130,8 +131,6 @@ def time_steps(step: Callable[[], None], *, steps: int = 50, warmup: int = 10) -
 def compare_batch_sizes(beats: torch.Tensor, sizes=(512, 4096), *, rounds: int = 4, steps: int = 30) -> dict:
     """Milliseconds per step for each of ``sizes``: the sizes timed in turn, forwards in even rounds and
     backwards in odd ones, the median of ``rounds`` rounds per size (order-independent)."""
-    import statistics
-
     if rounds < 2:
         raise ValueError(f"need at least two rounds to alternate the order, not {rounds}")
     makers = {size: eager_step(beats, size) for size in sizes}
@@ -145,8 +144,6 @@ def compare_batch_sizes(beats: torch.Tensor, sizes=(512, 4096), *, rounds: int =
 
 def profile_steps(step: Callable[[], None], *, steps: int = 20) -> StepProfile:
     """Run ``step`` ``steps`` times under the profiler (after warm-ups) and summarize each step's kernels."""
-    import time
-
     from torch.profiler import ProfilerActivity, profile
 
     for _ in range(5):
@@ -169,7 +166,7 @@ def compare_in_process(allocator: str, batch_size: int = 512, beats: int = 20_00
     if allocator not in ("torch", "rmm"):
         raise ValueError(f"allocator must be 'torch' or 'rmm', not {allocator!r}")
     if allocator == "rmm":
-        from support.memory import use_one_pool
+        from support.memory import use_one_pool  # noqa: PLC0415 - support.memory's torch_setups imports this module
 
         use_one_pool()
     data = torch.randn(beats, width, device="cuda", generator=torch.Generator("cuda").manual_seed(0))
