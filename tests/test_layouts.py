@@ -217,15 +217,78 @@ def test_crossover_is_where_the_gpu_stays_ahead_and_sizes_respect_the_limits():
         crossover.crossover([1, 2], [1], [1, 2])
 
 
+def _numpy_as_cupy(monkeypatch):
+    """NumPy standing in for CuPy: ``asarray``, and a ``ReductionKernel`` that sums with NumPy."""
+
+    def reduction_kernel(in_params, out_params, map_expr, reduce_expr, post_map_expr, identity, name):
+        assert (map_expr, reduce_expr, identity) == ("x", "a + b", "0")  # a plain sum
+        return lambda x: np.asarray(x).sum()
+
+    monkeypatch.setitem(
+        sys.modules, "cupy", types.SimpleNamespace(asarray=np.asarray, ReductionKernel=reduction_kernel)
+    )
+    crossover._compiled_sum_kernel.cache_clear()  # the test clears it again after the sweep
+
+
 def test_the_sweep_times_every_line_and_finds_its_crossovers(monkeypatch):
     """The sweep on a stand-in for CuPy (NumPy itself), so its loop and bookkeeping run on the CPU."""
-    monkeypatch.setitem(sys.modules, "cupy", types.SimpleNamespace(asarray=np.asarray))
-    result = crossover.sweep([2**10, 2**12], cold_extra=1.0)
+    _numpy_as_cupy(monkeypatch)
+    try:
+        result = crossover.sweep([2**10, 2**12], cold_extra=1.0, compiled_cold_extra=2.0)
+    finally:
+        crossover._compiled_sum_kernel.cache_clear()
     assert set(result.medians) == {*crossover.CPU_LINES, *crossover.GPU_LINES}
+    assert crossover.COMPILED_LINE in crossover.GPU_LINES
     assert all(len(times) == 2 and min(times) > 0 for times in result.medians.values())
     assert result.seconds(crossover.COLD_LINE)[0] > 1.0
+    compiled_warm = result.seconds(crossover.COMPILED_LINE)
+    assert result.seconds(crossover.COLD_COMPILED_LINE) == [t + 2.0 for t in compiled_warm]
+    assert result.lines()[-2:] == [crossover.COLD_LINE, crossover.COLD_COMPILED_LINE]
     assert result.crossovers()[crossover.COLD_LINE] is None  # a second of start-up never pays back here
+    assert result.crossovers()[crossover.COLD_COMPILED_LINE] is None
     assert [row["size"] for row in result.rows()] == ["1.00 KiB", "4.00 KiB"]
     assert set(result.widest_spreads()) == set(result.medians)
     crossover.crossover_figure(result)
     assert crossover.cold_extra({"import cupy": 1, "CUDA context": 1, "first sum": 2, "second sum": 1}) == 3
+
+
+def test_a_sweep_without_a_cold_start_has_no_cold_line_and_says_so_when_asked():
+    medians = {line: [1.0] for line in (*crossover.CPU_LINES, *crossover.GPU_LINES)}
+    result = crossover.Sweep([8], medians, {line: [(1.0, 1.0)] for line in medians}, None)
+    assert crossover.COLD_LINE not in result.lines() and crossover.COLD_COMPILED_LINE not in result.lines()
+    with pytest.raises(ValueError, match="was not measured"):
+        result.seconds(crossover.COLD_COMPILED_LINE)
+
+
+def test_a_cold_start_names_the_operations_it_knows():
+    with pytest.raises(ValueError, match="operation must be one of sum, compiled"):
+        crossover.cold_start("product")
+
+
+def test_the_compiled_cold_starts_share_one_new_cache_empty_then_filled(monkeypatch):
+    calls = []
+
+    def fake_call(function, *, what, env, operation):
+        calls.append((function, env, operation))
+        return {"first sum": float(len(calls))}
+
+    monkeypatch.setattr(crossover.fresh_process, "call", fake_call)
+    found = crossover.compiled_cold_starts()
+    assert found == {"empty cache": {"first sum": 1.0}, "filled cache": {"first sum": 2.0}}
+    (first, env, operation), (second, env_again, _) = calls
+    assert first == second == "support.why_gpus.crossover:cold_start" and operation == "compiled"
+    assert env == env_again and env["CUPY_CACHE_DIR"] and env["CUPY_CACHE_IN_MEMORY"] is None
+    crossover.cold_start_in_fresh_process()  # the CUB sum: a cache of its own
+    assert calls[-1][2] == "sum" and calls[-1][1]["CUPY_CACHE_DIR"] != env["CUPY_CACHE_DIR"]
+
+
+def test_copies_timed_to_completion_wait_for_the_gpu_inside_every_timed_call():
+    events = []
+    timings = host_link.time_to_completion(
+        {"a": lambda: events.append("a"), "b": lambda: events.append("b")},
+        warmup=1,
+        repeat=2,
+        synchronize=lambda: events.append("sync"),
+    )
+    assert list(timings) == ["a", "b"] and all(t.clock == "wall" and len(t.samples) == 2 for t in timings.values())
+    assert events == ["sync"] + ["a", "sync"] * 3 + ["b", "sync"] * 3  # nothing queued at the start; each call waits

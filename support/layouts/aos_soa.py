@@ -26,6 +26,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from support import bench
+from support.bench import format_seconds
+from support.figures import labelled_bars, new_figure
+
 __all__ = [
     "FIELDS",
     "RECORD",
@@ -103,7 +107,7 @@ def _check_records(records) -> None:
 
 
 def _launch(count: int, on_gpu: bool) -> tuple[int, int]:
-    from support.layouts.kernels import THREADS
+    from support.layouts.kernels import THREADS  # noqa: PLC0415  # the kernels module imports numba.cuda
 
     blocks = max(1, math.ceil(count / THREADS))
     if on_gpu:
@@ -130,7 +134,7 @@ def _new_array(shape, dtype, on_gpu: bool, *, zeroed: bool = False):
 
 def _start_sum(matrix, column: int):
     """Launch the summing kernel over ``matrix[:, column]``; returns its one-element float64 output."""
-    from support.layouts import kernels as layout_kernels
+    from support.layouts import kernels as layout_kernels  # noqa: PLC0415  # it imports numba.cuda
 
     on_gpu = _on_gpu(matrix)
     out = _new_array(1, np.float64, on_gpu, zeroed=True)
@@ -166,7 +170,7 @@ def sum_field(records, field: str) -> float:
 
 def to_fields(records):
     """Transpose AoS ``(n, 4)`` records into SoA: a new ``(4, n)`` array, one contiguous row per field."""
-    from support.layouts import kernels as layout_kernels
+    from support.layouts import kernels as layout_kernels  # noqa: PLC0415  # it imports numba.cuda
 
     _check_records(records)
     on_gpu = _on_gpu(records)
@@ -184,12 +188,10 @@ def copy_bandwidth(nbytes: int, *, repeat: int = 20):
     """
     import cupy
 
-    from support.bench import time_cuda
-
     source = cupy.ones(nbytes // 4, dtype=np.float32)
     target = cupy.empty_like(source)
     copy = lambda: target.data.copy_from_device_async(source.data, source.nbytes)  # noqa: E731
-    timing = time_cuda(copy, label="device copy", warmup=3, repeat=repeat)
+    timing = bench.time_cuda(copy, label="device copy", warmup=3, repeat=repeat)
     return timing, 2 * source.nbytes / timing.median
 
 
@@ -237,8 +239,6 @@ def bandwidth_rows(timings: dict[str, object], variants: dict[str, Variant], cop
     best a variant of that layout can do: all of its bytes at copy bandwidth, of which only the useful share
     counts (for AoS, 4 of every 16 bytes).
     """
-    from support.bench import format_seconds
-
     rows = []
     for name, timing in timings.items():
         variant = variants[name]
@@ -259,8 +259,6 @@ def bandwidth_rows(timings: dict[str, object], variants: dict[str, Variant], cop
 
 def bandwidth_figure(useful: dict[str, float], variants: dict[str, Variant], copy_bytes_per_second: float):
     """Bars of useful bytes per second per variant, with the device copy and the AoS ideal (¼ of it) as lines."""
-    from support.figures import labelled_bars, new_figure
-
     fig, axes = new_figure(size=(8, 3.6))
     colours = ["tab:orange" if variants[name].layout == "AoS" else "tab:blue" for name in useful]
     gbps = {name: value / 1e9 for name, value in useful.items()}

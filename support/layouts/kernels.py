@@ -3,7 +3,7 @@ that Numba's CUDA simulator can stand in for the GPU in tests. Call them through
 checks the arguments and picks the launch size.
 """
 
-from numba import cuda, float64
+from numba import cuda, float64  # noqa: TID253  # the kernels are the module; callers import it lazily
 
 THREADS = 256
 

@@ -3,7 +3,10 @@
 Host memory is **pageable** by default: the operating system may move it, so the driver first copies it into a
 pinned staging buffer and only then to the GPU. **Pinned** (page-locked) memory can be read by the GPU's copy
 engines directly. Chapter 1 times copies both ways with both kinds of host memory; :func:`bandwidth_rows`
-turns the timings into a table.
+turns the timings into a table. Those copies are queued back to back (CUDA events, a throughput figure): a copy
+that CuPy starts asynchronously (``cupy.asarray`` of a NumPy array) may still be running when the next repeat's
+host work starts. :func:`time_to_completion` times copies one at a time instead, each call ending when the GPU
+has finished it (wall clock), which is what comparing a copy's host-side staging with another needs.
 
 :func:`pipeline_runs` runs the same few stages three ways: on the CPU, on the GPU with the data staying there,
 and on the GPU with a round trip through host memory after every stage, the way a pipeline that hands data
@@ -14,20 +17,52 @@ between libraries by way of NumPy does.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+from support import bench
+from support.bench import Timing, format_ratio, format_seconds
+from support.figures import box, canvas
+
 
 def bandwidth_rows(timings: dict[str, object], nbytes: int) -> list[dict[str, object]]:
     """GB/s per direction and kind of host memory."""
-    from support.bench import format_seconds
-
     return [
         {"copy": name, "median": format_seconds(t.median), "GB/s": round(nbytes / t.median / 1e9, 1)}
         for name, t in timings.items()
     ]
+
+
+def time_to_completion(
+    copies: Mapping[str, Callable[[], object]],
+    *,
+    warmup: int = 2,
+    repeat: int = 10,
+    synchronize: Callable[[], None] | None = None,
+) -> dict[str, Timing]:
+    """Time each copy with the wall clock from its call until the GPU has finished it, one repeat after another.
+
+    Every call is followed by ``synchronize`` (by default a synchronisation of the current CUDA device), inside
+    the timed span, so a repeat can neither overlap the next nor leave work queued behind it: an asynchronous copy
+    counts in full, with the host work that prepared it. ``synchronize`` is a parameter for tests.
+    """
+    if synchronize is None:
+        synchronize = _cupy().cuda.Device().synchronize
+    synchronize()  # start with nothing queued
+
+    def to_completion(copy: Callable[[], object]) -> Callable[[], None]:
+        def call() -> None:
+            copy()
+            synchronize()
+
+        return call
+
+    return {
+        name: bench.time_wall(to_completion(copy), label=name, warmup=warmup, repeat=repeat)
+        for name, copy in copies.items()
+    }
 
 
 def run_stages(x, steps: Sequence[Callable], *, round_trip: bool = False):
@@ -59,8 +94,6 @@ class PipelineRuns:
     predicted_round_trip_seconds: float
 
     def rows(self) -> list[dict[str, object]]:
-        from support.bench import format_ratio, format_seconds
-
         base = self.cpu.median
         return [
             {"run": t.label, "median": format_seconds(t.median), "speed-up over the CPU": format_ratio(base / t.median)}
@@ -80,16 +113,14 @@ def pipeline_runs(
     """
     import cupy
 
-    from support.bench import time_cuda, time_wall
-
     host = np.random.default_rng(seed).normal(size=count)
     device = cupy.asarray(host)
     on_cpu, on_gpu = stages(np), stages(cupy)
     if len(on_cpu) != len(on_gpu) or not on_cpu:
         raise ValueError("stages(xp) must give the same number of steps, at least one, for NumPy and CuPy")
-    cpu = time_wall(lambda: run_stages(host, on_cpu), label="CPU (NumPy)", warmup=1, repeat=3)
-    resident = time_cuda(lambda: run_stages(device, on_gpu), label="GPU, data stays", warmup=2, repeat=10)
-    trips = time_cuda(
+    cpu = bench.time_wall(lambda: run_stages(host, on_cpu), label="CPU (NumPy)", warmup=1, repeat=3)
+    resident = bench.time_cuda(lambda: run_stages(device, on_gpu), label="GPU, data stays", warmup=2, repeat=10)
+    trips = bench.time_cuda(
         lambda: run_stages(device, on_gpu, round_trip=True), label="GPU, round trip per stage", warmup=1, repeat=5
     )
     crossings = len(on_cpu) * (host.nbytes / down + host.nbytes / up)
@@ -103,8 +134,6 @@ def draw_host_link(link_gbps: dict[str, float], device_gbps: float):
     Arrow widths grow with the square root of the bandwidth (a linear scale would make the link's arrows
     invisible next to the GPU's own memory; a logarithmic one would hide how thin they are).
     """
-    from support.figures import box, canvas
-
     if not link_gbps or min([*link_gbps.values(), device_gbps]) <= 0:
         raise ValueError("bandwidths must be measured and positive: run chapter 1's copy table first")
     figure, axes = canvas(12, 5.2, size=(9.5, 4.1))

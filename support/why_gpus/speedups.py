@@ -9,10 +9,15 @@ GPU; warm-ups, repeats, medians) and :func:`speedup_rows` puts both ratios in a 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
+
+from support import bench
+from support.bench import format_ratio, format_seconds
+from support.figures import new_figure
 
 
 def random_matrix(side: int, xp=np, seed: int = 0):
@@ -65,8 +70,6 @@ _compiled = None
 def _parallel_kernel():
     global _compiled
     if _compiled is None:
-        import math
-
         from numba import njit, prange
 
         @njit(parallel=True, cache=False)
@@ -131,19 +134,17 @@ def side_by_side(
 
     ``on_cpu`` maps a contender's name to its work, the familiar tool first (``{"pandas": ..., "Polars": ...}``).
     """
-    from support.bench import time_cuda, time_wall
-
     if not on_cpu:
         raise ValueError(f"{work}: name at least one CPU contender")
-    cpu = {name: time_wall(fn, label=f"{work} ({name})", warmup=1, repeat=cpu_repeat) for name, fn in on_cpu.items()}
-    gpu = time_cuda(on_gpu, label=f"{work} (GPU)", warmup=2, repeat=gpu_repeat)
+    cpu = {
+        name: bench.time_wall(fn, label=f"{work} ({name})", warmup=1, repeat=cpu_repeat) for name, fn in on_cpu.items()
+    }
+    gpu = bench.time_cuda(on_gpu, label=f"{work} (GPU)", warmup=2, repeat=gpu_repeat)
     return SideBySide(work, cpu, gpu)
 
 
 def speedup_rows(results: list[SideBySide]) -> list[dict[str, object]]:
     """The table: the familiar CPU code, the fastest CPU contender, the GPU, and the GPU's ratio to each."""
-    from support.bench import format_ratio, format_seconds
-
     return [
         {
             "work": r.work,
@@ -163,8 +164,6 @@ def speedup_figure(results, *, title: str = "the same work, CPU vs GPU"):
     """Two horizontal bars per row of ``results``, on a log scale: the GPU against the familiar CPU code, and
     against the fastest CPU contender. A row is anything with ``label``, ``speedup`` and ``honest_speedup``: a
     :class:`SideBySide` (chapter 1) or a :class:`support.ecg.pipeline.StageSpeedup` (chapter 6)."""
-    from support.figures import new_figure
-
     fig, axes = new_figure(size=(8, 0.8 * len(results) + 1.4))
     height = 0.38
     series = [
