@@ -167,6 +167,19 @@ def test_churn_rows_compare_to_cudamalloc_and_subtract_the_loop():
     assert rows["pool (RMM)"]["less the Python loop"] == "3.90 µs"
     assert rows["python loop only"]["less the Python loop"] == "0.00 ns"
     assert rows["python loop only"]["vs cudaMalloc (RMM)"] == "not an allocator"
+    assert "repeats, fastest to slowest" not in rows["pool (RMM)"]  # the spread only when asked for
+
+
+def test_churn_rows_show_the_spread_of_the_repeats_beside_the_median():
+    results = [
+        churn.ChurnResult("python loop only", 100e-6, (99e-6, 100e-6, 104e-6), 10),
+        churn.ChurnResult("cudaMalloc (RMM)", 200e-6, (190e-6, 200e-6, 230e-6), 10),
+        churn.ChurnResult("pool (RMM)", 101e-6, (100e-6, 101e-6, 103e-6), 10),
+    ]
+    rows = {row["allocator"]: row for row in churn.churn_rows(results, spread=True)}
+    assert rows["cudaMalloc (RMM)"]["repeats, fastest to slowest"] == "190 µs to 230 µs"
+    assert rows["pool (RMM)"]["per free + allocation"] == "101 µs"
+    assert list(rows["pool (RMM)"])[:3] == ["allocator", "per free + allocation", "repeats, fastest to slowest"]
 
 
 def _write_log(path, stamps, actions=("allocate", "allocate", "free", "deallocate")):

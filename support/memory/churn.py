@@ -241,20 +241,34 @@ class ChurnResult:
     steps: int
 
 
-def churn_rows(results: list[ChurnResult], *, baseline: str = "cudaMalloc (RMM)", floor: str = "python loop only"):
-    """A table: per free + allocation as measured, less the Python loop's own time, and how many times faster
-    than ``baseline`` each allocator is."""
+def churn_rows(
+    results: list[ChurnResult],
+    *,
+    baseline: str = "cudaMalloc (RMM)",
+    floor: str = "python loop only",
+    spread: bool = False,
+):
+    """A table: per free + allocation as measured (the median of the repeats), less the Python loop's own time,
+    and how many times faster than ``baseline`` each allocator is; with ``spread``, the fastest and the slowest
+    repeat beside the median.
+
+    >>> rows = churn_rows([ChurnResult("python loop only", 1e-6, (0.9e-6, 1e-6, 1.2e-6), 10),
+    ...                    ChurnResult("cudaMalloc (RMM)", 5e-6, (4e-6, 5e-6, 7e-6), 10)], spread=True)
+    >>> rows[1]["repeats, fastest to slowest"], rows[1]["less the Python loop"]
+    ('4.00 µs to 7.00 µs', '4.00 µs')
+    """
     by_name = {r.allocator: r for r in results}
     base, loop = by_name[baseline].seconds_per_step, by_name[floor].seconds_per_step
-    return [
-        {
-            "allocator": r.allocator,
-            "per free + allocation": format_seconds(r.seconds_per_step),
-            "less the Python loop": format_seconds(max(r.seconds_per_step - loop, 0.0)),
-            f"vs {baseline}": "not an allocator" if r.allocator == floor else f"{base / r.seconds_per_step:.1f}×",
-        }
-        for r in results
-    ]
+    rows = []
+    for r in results:
+        row = {"allocator": r.allocator, "per free + allocation": format_seconds(r.seconds_per_step)}
+        if spread:
+            fastest, slowest = format_seconds(min(r.samples)), format_seconds(max(r.samples))
+            row["repeats, fastest to slowest"] = f"{fastest} to {slowest}"
+        row["less the Python loop"] = format_seconds(max(r.seconds_per_step - loop, 0.0))
+        row[f"vs {baseline}"] = "not an allocator" if r.allocator == floor else f"{base / r.seconds_per_step:.1f}×"
+        rows.append(row)
+    return rows
 
 
 def measure(name: str, plan: ChurnPlan | None = None, *, repeat: int = 5) -> ChurnResult:
