@@ -470,6 +470,32 @@ def test_torch_setups_refuse_before_touching_a_gpu():
         torch_setups.measure_here("PyTorch's own", beats=too_many)
 
 
+def test_captures_with_a_mem_pool_refuse_an_unknown_place_before_a_process_starts(monkeypatch):
+    monkeypatch.setattr(fresh_process, "call", lambda *a, **k: pytest.fail("a process was started"))
+    for measure in (torch_setups.capture_with_mem_pool, torch_setups.capture_with_mem_pool_in_fresh_process):
+        with pytest.raises(ValueError, match="unknown capture 'beside'"):
+            measure("beside")
+
+
+def test_capture_rows_show_where_the_capture_took_its_memory():
+    from_rmm = {
+        "capture": "inside use_mem_pool",
+        "CUDA graph": "captured",
+        "RMM bytes before the capture": 80 * MIB,
+        "RMM bytes after the capture": 104 * MIB,
+        "RMM allocations during the capture": 3,
+        "PyTorch reserved before the capture": 80 * MIB,
+        "PyTorch reserved after the capture": 104 * MIB,
+    }
+    failed = {"capture": "after use_mem_pool", "CUDA graph": "fails: RuntimeError: capture failed"}
+    rows = torch_setups.capture_rows([from_rmm, failed])
+    assert rows[0]["RMM during the capture"] == "+24.00 MiB, 3 allocations"
+    assert rows[0]["RMM, bytes"] == "80.00 MiB -> 104.00 MiB"
+    assert rows[0]["PyTorch reserved"] == "80.00 MiB -> 104.00 MiB"
+    assert rows[1]["CUDA graph"].startswith("fails") and rows[1]["RMM during the capture"] == "—"
+    assert torch_setups.CAPTURES == ("inside use_mem_pool", "after use_mem_pool")
+
+
 def test_rmm_statistics_are_read_as_dict_or_attributes():
     assert torch_setups._served(SimpleNamespace(allocation_counts={"total_count": 3})) == 3
     assert torch_setups._served(SimpleNamespace(allocation_counts=SimpleNamespace(total_count=4))) == 4

@@ -83,13 +83,16 @@ def eager_step(beats: torch.Tensor, batch_size: int, *, fused: bool = False, see
     return step
 
 
-def graphed_step(beats: torch.Tensor, batch_size: int, *, seed: int = 0) -> Callable[[], None]:
+def graphed_step(
+    beats: torch.Tensor, batch_size: int, *, seed: int = 0, before_capture: Callable[[], None] | None = None
+) -> Callable[[], None]:
     """The same step captured as a CUDA graph: each call gathers the next batch into the graph's input buffer
     and replays forward, backward and the fused Adam update as one launch.
 
     Follows PyTorch's recipe (warm-up on a side stream, ``torch.cuda.graph``, an optimizer with
     ``capturable=True``). Raises :class:`RuntimeError` with the reason when capture fails (under RMM's
-    PyTorch allocator it does).
+    PyTorch allocator it does). ``before_capture``, if given, is called between the warm-ups and the capture
+    (chapter 4 reads RMM's statistics there).
     """
     _check_beats(beats, batch_size)
     if not beats.is_cuda:
@@ -109,6 +112,8 @@ def graphed_step(beats: torch.Tensor, batch_size: int, *, seed: int = 0) -> Call
                 vae.batch_loss(model, static_batch).backward()
                 optimizer.step()
         torch.cuda.current_stream().wait_stream(side)
+        if before_capture is not None:
+            before_capture()
         graph = torch.cuda.CUDAGraph()
         optimizer.zero_grad(set_to_none=True)
         with warnings.catch_warnings():
