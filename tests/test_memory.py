@@ -167,6 +167,19 @@ def test_churn_rows_compare_to_cudamalloc_and_subtract_the_loop():
     assert rows["pool (RMM)"]["less the Python loop"] == "3.90 µs"
     assert rows["python loop only"]["less the Python loop"] == "0.00 ns"
     assert rows["python loop only"]["vs cudaMalloc (RMM)"] == "not an allocator"
+    assert "repeats, fastest to slowest" not in rows["pool (RMM)"]  # the spread only when asked for
+
+
+def test_churn_rows_show_the_spread_of_the_repeats_beside_the_median():
+    results = [
+        churn.ChurnResult("python loop only", 100e-6, (99e-6, 100e-6, 104e-6), 10),
+        churn.ChurnResult("cudaMalloc (RMM)", 200e-6, (190e-6, 200e-6, 230e-6), 10),
+        churn.ChurnResult("pool (RMM)", 101e-6, (100e-6, 101e-6, 103e-6), 10),
+    ]
+    rows = {row["allocator"]: row for row in churn.churn_rows(results, spread=True)}
+    assert rows["cudaMalloc (RMM)"]["repeats, fastest to slowest"] == "190 µs to 230 µs"
+    assert rows["pool (RMM)"]["per free + allocation"] == "101 µs"
+    assert list(rows["pool (RMM)"])[:3] == ["allocator", "per free + allocation", "repeats, fastest to slowest"]
 
 
 def _write_log(path, stamps, actions=("allocate", "allocate", "free", "deallocate")):
@@ -455,6 +468,32 @@ def test_torch_setups_refuse_before_touching_a_gpu():
     too_many = torch_setups.EXCHANGED_BYTES // (176 * 4) + 1  # beats that overflow the exchanged tensor
     with pytest.raises(ValueError, match="do not fit"):
         torch_setups.measure_here("PyTorch's own", beats=too_many)
+
+
+def test_captures_with_a_mem_pool_refuse_an_unknown_place_before_a_process_starts(monkeypatch):
+    monkeypatch.setattr(fresh_process, "call", lambda *a, **k: pytest.fail("a process was started"))
+    for measure in (torch_setups.capture_with_mem_pool, torch_setups.capture_with_mem_pool_in_fresh_process):
+        with pytest.raises(ValueError, match="unknown capture 'beside'"):
+            measure("beside")
+
+
+def test_capture_rows_show_where_the_capture_took_its_memory():
+    from_rmm = {
+        "capture": "inside use_mem_pool",
+        "CUDA graph": "captured",
+        "RMM bytes before the capture": 80 * MIB,
+        "RMM bytes after the capture": 104 * MIB,
+        "RMM allocations during the capture": 3,
+        "PyTorch reserved before the capture": 80 * MIB,
+        "PyTorch reserved after the capture": 104 * MIB,
+    }
+    failed = {"capture": "after use_mem_pool", "CUDA graph": "fails: RuntimeError: capture failed"}
+    rows = torch_setups.capture_rows([from_rmm, failed])
+    assert rows[0]["RMM during the capture"] == "+24.00 MiB, 3 allocations"
+    assert rows[0]["RMM, bytes"] == "80.00 MiB -> 104.00 MiB"
+    assert rows[0]["PyTorch reserved"] == "80.00 MiB -> 104.00 MiB"
+    assert rows[1]["CUDA graph"].startswith("fails") and rows[1]["RMM during the capture"] == "—"
+    assert torch_setups.CAPTURES == ("inside use_mem_pool", "after use_mem_pool")
 
 
 def test_rmm_statistics_are_read_as_dict_or_attributes():

@@ -86,13 +86,16 @@ def eager_step(beats: torch.Tensor, batch_size: int, *, fused: bool = False, see
     return step
 
 
-def graphed_step(beats: torch.Tensor, batch_size: int, *, seed: int = 0) -> Callable[[], None]:
+def graphed_step(
+    beats: torch.Tensor, batch_size: int, *, seed: int = 0, before_capture: Callable[[], None] | None = None
+) -> Callable[[], None]:
     """The same step captured as a CUDA graph: each call gathers the next batch into the graph's input buffer
     and replays forward, backward and the fused Adam update as one launch.
 
     The capture is :func:`support.ecg.vae.capture_step` (PyTorch's recipe), the one :func:`support.ecg.vae.train`
     uses. Raises :class:`RuntimeError` with the reason when capture fails (under RMM's PyTorch allocator it
-    does).
+    does). ``before_capture``, if given, is called between the warm-ups and the capture (chapter 4 reads
+    RMM's statistics there).
     """
     _check_beats(beats, batch_size)
     if not beats.is_cuda:
@@ -103,7 +106,7 @@ def graphed_step(beats: torch.Tensor, batch_size: int, *, seed: int = 0) -> Call
     order = torch.randperm(len(beats), device=beats.device)
     steps, done = len(beats) // batch_size, [0]
     static_batch = beats[order[:batch_size]].clone()
-    graph, _ = vae.capture_step(model, optimizer, static_batch)
+    graph, _ = vae.capture_step(model, optimizer, static_batch, before_capture=before_capture)
 
     def step() -> None:
         start = (done[0] % steps) * batch_size

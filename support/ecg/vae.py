@@ -98,7 +98,7 @@ def train_step(model: BeatVAE, optimizer, batch: torch.Tensor, beta: float = 1.0
     return loss
 
 
-def capture_step(model: BeatVAE, optimizer, static_batch: torch.Tensor, beta: float = 1.0):
+def capture_step(model: BeatVAE, optimizer, static_batch: torch.Tensor, beta: float = 1.0, *, before_capture=None):
     """Capture one training step on ``static_batch`` (forward, backward, optimizer update) as a CUDA graph.
 
     Returns ``(graph, loss)``: ``graph.replay()`` runs the step again on whatever ``static_batch`` holds then, and
@@ -106,6 +106,7 @@ def capture_step(model: BeatVAE, optimizer, static_batch: torch.Tensor, beta: fl
     on a side stream (autograd and the optimizer allocate their state there), then ``torch.cuda.graph``. The
     optimizer must be created with ``capturable=True``. Raises :class:`RuntimeError` with the reason when capture
     fails (under RMM's PyTorch allocator it does: :func:`graph_ready` says whether to try).
+    ``before_capture()``, if given, runs between the warm-ups and the capture.
     """
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
@@ -116,6 +117,8 @@ def capture_step(model: BeatVAE, optimizer, static_batch: torch.Tensor, beta: fl
                 batch_loss(model, static_batch, beta).backward()
                 optimizer.step()
         torch.cuda.current_stream().wait_stream(side)
+        if before_capture is not None:
+            before_capture()
         graph = torch.cuda.CUDAGraph()
         optimizer.zero_grad(set_to_none=True)
         with warnings.catch_warnings():

@@ -8,7 +8,8 @@ One idea per module:
 - :mod:`~support.memory.churn`: what one allocation costs, seen from Python;
 - :mod:`~support.memory.fragmentation`: the largest request that fits once a churn has left holes, per allocator;
 - :mod:`~support.memory.oom`: PyTorch's out-of-memory error, provoked under a cap in a fresh process;
-- :mod:`~support.memory.torch_setups`: PyTorch inside the shared pool or beside it, one process per setup;
+- :mod:`~support.memory.torch_setups`: PyTorch inside the shared pool or beside it, one process per setup, and
+  where a CUDA graph captured inside ``use_mem_pool`` takes its memory;
 - :mod:`~support.memory.observe`: peak per stage, an allocation log, a leak check;
 - :mod:`~support.memory.limits`: caps on memory, with errors that name the cap;
 - :mod:`~support.memory.workload`: a data-frame workload with many temporaries;
@@ -18,7 +19,6 @@ One idea per module:
 - :mod:`~support.memory.guards`: what the book's memory guards decide for the share this process sees
   (``python -m support.memory.guards``);
 - :mod:`~support.memory.oversubscription`: managed memory beyond what the GPU has left, faults against prefetching;
-- :mod:`~support.memory.torch_setups`: PyTorch inside the shared pool or beside it, four setups in fresh processes;
 - :mod:`~support.memory.plots`: the chapters' figures of memory.
 
 Byte units come from :mod:`support.units` and are importable from here too (``memory.MIB``,

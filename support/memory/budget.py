@@ -32,6 +32,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from support import fresh_process
+from support.bench import format_seconds, time_wall
+from support.memory import workload
+from support.memory.managed import ledger
+from support.memory.pools import summarize_error
+from support.units import MIB, describe_bytes
+
 MODES = (
     "pool",
     "spill",
@@ -65,9 +72,6 @@ class BudgetRun:
         return "managed" in self.mode
 
     def row(self) -> dict[str, object]:
-        from support.bench import format_seconds
-        from support.units import describe_bytes
-
         if self.managed:
             shown = "none (managed)"
         else:
@@ -86,11 +90,7 @@ def _set_resource(mode: str, budget: int):
     """Make this process's RMM resource for ``mode``; returns the statistics adaptor on top."""
     import rmm
 
-    from support.units import MIB
-
     if "managed" in mode:
-        from support.memory.managed import ledger
-
         base = ledger("async" if mode.endswith("async") else "cudaMallocManaged")
         if mode not in ("torch managed", "managed", "managed async"):  # the bare resource, or a pool over it
             base = rmm.mr.PoolMemoryResource(base, initial_pool_size=256 * MIB)
@@ -107,8 +107,6 @@ def _set_resource(mode: str, budget: int):
 
 def _frames_work(mode: str, rows: int, chunks: int):
     import cudf
-
-    from support.memory import workload
 
     if mode == "spill":
         cudf.set_option("spill", True)
@@ -192,9 +190,6 @@ def run(
         raise ValueError(f"unknown mode {mode!r}; choose one of: {', '.join(MODES)}")
     import cupy
 
-    from support.bench import time_wall
-    from support.memory.pools import summarize_error
-
     counted = _set_resource(mode, budget)
     error, seconds = "", 0.0
     try:
@@ -216,7 +211,6 @@ def run(
 
 def run_in_fresh_process(mode: str, budget: int, *, timeout: float = 600, **options) -> BudgetRun:
     """:func:`run` in a new Python process; ``options`` are ``rows``, ``chunks``, ``batch`` and ``width``."""
-    from support import fresh_process
 
     found = fresh_process.call(
         "support.memory.budget:run",

@@ -31,7 +31,11 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
-from support.bench import gpu_sleeper
+import numpy as np
+
+from support import fresh_process
+from support.bench import format_seconds, gpu_sleeper, time_wall
+from support.memory.pools import make_resource
 from support.units import GIB, KIB, MIB
 
 SPREADS = ("uniform", "log-uniform")
@@ -61,7 +65,6 @@ class ChurnPlan:
 
     def sizes(self) -> list[int]:
         """The ``live`` first sizes fill the working set; the rest are the steps'."""
-        import numpy as np
 
         rng = np.random.default_rng(self.seed)
         count = self.live + self.steps
@@ -72,7 +75,6 @@ class ChurnPlan:
 
     def victims(self) -> list[int]:
         """Which live buffer each step frees."""
-        import numpy as np
 
         return np.random.default_rng(self.seed + 1).integers(0, self.live, size=self.steps).tolist()
 
@@ -106,8 +108,6 @@ def _cuda_runtime() -> Allocator:
 
 def _rmm(kind: str) -> Callable[[], Allocator]:
     def make() -> Allocator:
-        from support.memory.pools import make_resource
-
         resource = make_resource(kind, pool_size=GIB)
         allocate, deallocate = resource.allocate, resource.deallocate
 
@@ -124,7 +124,6 @@ def _rmm(kind: str) -> Callable[[], Allocator]:
 
 def _rmm_binding_only() -> Allocator:
     """RMM's pool asked for 0 bytes each time: the call goes through the binding, the pool does no work."""
-    from support.memory.pools import make_resource
 
     resource = make_resource("pool", pool_size=64 * MIB)
     allocate, deallocate = resource.allocate, resource.deallocate
@@ -161,8 +160,6 @@ def time_free_behind_busy_gpu(kind: str, busy_seconds: float = 0.02) -> float:
     (:data:`support.memory.pools.RESOURCE_KINDS`). ``cudaFree`` waits for the GPU to finish; a pool does not.
     """
     import cupy
-
-    from support.memory.pools import make_resource
 
     if not 0 < busy_seconds <= 1:
         raise ValueError(f"keep the GPU busy for a positive time of at most 1 s, not {busy_seconds}")
@@ -244,27 +241,38 @@ class ChurnResult:
     steps: int
 
 
-def churn_rows(results: list[ChurnResult], *, baseline: str = "cudaMalloc (RMM)", floor: str = "python loop only"):
-    """A table: per free + allocation as measured, less the Python loop's own time, and how many times faster
-    than ``baseline`` each allocator is."""
-    from support.bench import format_seconds
+def churn_rows(
+    results: list[ChurnResult],
+    *,
+    baseline: str = "cudaMalloc (RMM)",
+    floor: str = "python loop only",
+    spread: bool = False,
+):
+    """A table: per free + allocation as measured (the median of the repeats), less the Python loop's own time,
+    and how many times faster than ``baseline`` each allocator is; with ``spread``, the fastest and the slowest
+    repeat beside the median.
 
+    >>> rows = churn_rows([ChurnResult("python loop only", 1e-6, (0.9e-6, 1e-6, 1.2e-6), 10),
+    ...                    ChurnResult("cudaMalloc (RMM)", 5e-6, (4e-6, 5e-6, 7e-6), 10)], spread=True)
+    >>> rows[1]["repeats, fastest to slowest"], rows[1]["less the Python loop"]
+    ('4.00 µs to 7.00 µs', '4.00 µs')
+    """
     by_name = {r.allocator: r for r in results}
     base, loop = by_name[baseline].seconds_per_step, by_name[floor].seconds_per_step
-    return [
-        {
-            "allocator": r.allocator,
-            "per free + allocation": format_seconds(r.seconds_per_step),
-            "less the Python loop": format_seconds(max(r.seconds_per_step - loop, 0.0)),
-            f"vs {baseline}": "not an allocator" if r.allocator == floor else f"{base / r.seconds_per_step:.1f}×",
-        }
-        for r in results
-    ]
+    rows = []
+    for r in results:
+        row = {"allocator": r.allocator, "per free + allocation": format_seconds(r.seconds_per_step)}
+        if spread:
+            fastest, slowest = format_seconds(min(r.samples)), format_seconds(max(r.samples))
+            row["repeats, fastest to slowest"] = f"{fastest} to {slowest}"
+        row["less the Python loop"] = format_seconds(max(r.seconds_per_step - loop, 0.0))
+        row[f"vs {baseline}"] = "not an allocator" if r.allocator == floor else f"{base / r.seconds_per_step:.1f}×"
+        rows.append(row)
+    return rows
 
 
 def measure(name: str, plan: ChurnPlan | None = None, *, repeat: int = 5) -> ChurnResult:
     """Churn through ``plan`` with the allocator called ``name``, in this process: one warm-up, then repeats."""
-    from support.bench import time_wall
 
     if name not in ALLOCATORS:
         raise ValueError(f"unknown allocator {name!r}; choose one of: {', '.join(ALLOCATORS)}")
@@ -280,7 +288,6 @@ def measure(name: str, plan: ChurnPlan | None = None, *, repeat: int = 5) -> Chu
 
 def measure_in_fresh_process(name: str, plan: ChurnPlan | None = None, *, repeat: int = 5, timeout: float = 300):
     """:func:`measure` in a new Python process, so no allocator's cache or state leaks into another's."""
-    from support import fresh_process
 
     plan = plan or ChurnPlan()
     found = fresh_process.call(

@@ -10,8 +10,9 @@ The allocators (:data:`ALLOCATORS`), each capped at the same number of bytes by 
 
 - ``PyTorch caching allocator`` and ``PyTorch, expandable segments``: ``caching_allocator_alloc``/``_delete``,
   capped with ``torch.cuda.set_per_process_memory_fraction``; the second with
-  ``PYTORCH_ALLOC_CONF=expandable_segments:True`` (``PYTORCH_CUDA_ALLOC_CONF`` is the older name, still
-  read), which maps physical pages into one growing virtual segment and can unmap the free ones;
+  ``PYTORCH_ALLOC_CONF=expandable_segments:True`` (PyTorch 2.11 still reads the older name,
+  ``PYTORCH_CUDA_ALLOC_CONF``, when this one is unset, and warns that it is deprecated), which maps physical pages
+  into one growing virtual segment and can unmap the free ones;
 - ``RMM pool``: a ``PoolMemoryResource`` whose initial and maximum size are the cap;
 - ``cudaMallocAsync pool``: a pool of the driver's stream-ordered allocator created with ``maxSize`` set to the
   cap (``cudaMemPoolCreate``, CUDA 12.2 or later), allocated from with ``cudaMallocFromPoolAsync``.
@@ -26,7 +27,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
+import numpy as np
+
+from support import fresh_process
 from support.memory.churn import Allocator  # here its allocate raises MemoryError when it cannot
+from support.memory.pools import MemorySetupError
 from support.units import GIB, MIB, describe_bytes
 
 #: The allocators, and the environment each one's process needs (PyTorch's own setting is removed otherwise).
@@ -64,7 +69,6 @@ class FragmentPlan:
 
     def sizes(self) -> list[int]:
         """Enough block sizes to fill the cap twice over, each a multiple of 4 KiB."""
-        import numpy as np
 
         count = 2 * self.cap_bytes // self.smallest + 1
         rng = np.random.default_rng(self.seed)
@@ -233,7 +237,6 @@ def check_room(cap: int, free: int) -> None:
     support.memory.pools.MemorySetupError: the fragmentation experiment needs 1.00 GiB and leaves 1.00 GiB free; \
 only 1.00 GiB is free (lower the cap)
     """
-    from support.memory.pools import MemorySetupError
 
     if cap + MARGIN > free:
         raise MemorySetupError(
@@ -261,7 +264,6 @@ def process_environment(name: str) -> dict[str, str | None]:
 
 def measure_in_fresh_process(name: str, plan: FragmentPlan | None = None, *, timeout: float = 300):
     """:func:`measure` in a new Python process with the environment :data:`ALLOCATORS` gives ``name``."""
-    from support import fresh_process
 
     if name not in ALLOCATORS:
         raise ValueError(f"unknown allocator {name!r}; choose one of: {', '.join(ALLOCATORS)}")

@@ -32,6 +32,9 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from support import fresh_process
+from support.bench import format_seconds
+from support.fresh_process import environment
 from support.memory.pools import MemorySetupError, summarize_error
 from support.units import GIB, describe_bytes
 
@@ -65,7 +68,6 @@ def jax_environment_changes(setting: str, base: Mapping[str, str] | None = None)
 
 def jax_environment(setting: str, base: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment for a JAX process with ``setting``: ``base`` without its own JAX memory variables."""
-    from support.fresh_process import environment
 
     return environment(jax_environment_changes(setting, base), base)
 
@@ -178,7 +180,6 @@ class JaxProbe:
 
     def row(self, total_bytes: int) -> dict[str, object]:
         """One line of the chapter's table; ``total_bytes`` is the GPU's memory."""
-        from support.bench import format_seconds
 
         if self.failed:
             return {"setting": self.setting, f"cuDF job of {describe_bytes(self.job_bytes)}": self.failed}
@@ -267,8 +268,6 @@ def probe_in_fresh_process(setting: str, job_bytes: int, *, steps: int = 64, tim
     no figures, so a chapter's table and asserts name the setting that failed.
     """
     import rmm
-
-    from support import fresh_process
 
     held_here = pool_bytes(rmm.mr.get_current_device_resource())  # this process's pool is not another user
     check_room_for_jax(setting, *_free_bytes(), held_here=held_here)

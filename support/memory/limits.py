@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
+from support.memory.pools import make_resource, summarize_error, using_resource
 from support.units import describe_bytes
 
 
@@ -27,7 +28,6 @@ def limit_message(what: str, cap: int, library_message: str) -> str:
     >>> limit_message("a limit", 2**20, "out_of_memory")  # doctest: +ELLIPSIS
     'the work needed more than a limit of 1.00 MiB: a request failed (out_of_memory); raise the cap, or ...'
     """
-    from support.memory.pools import summarize_error
 
     return (
         f"the work needed more than {what} of {describe_bytes(cap)}: a request failed "
@@ -60,8 +60,6 @@ def allocation_limit(cap: int) -> Iterator[object]:
     _check_cap(cap)
     import rmm
 
-    from support.memory.pools import using_resource
-
     limited = rmm.mr.LimitingResourceAdaptor(rmm.mr.get_current_device_resource(), allocation_limit=cap)
     with using_resource(limited), _named_failures("a limit", cap):
         yield limited
@@ -79,7 +77,6 @@ def pool_with_maximum(initial: int, maximum: int) -> Iterator[object]:
         raise ValueError(
             f"a pool cannot start larger than its maximum: {describe_bytes(initial)} > {describe_bytes(maximum)}"
         )
-    from support.memory.pools import make_resource, using_resource
 
     pool = make_resource("pool", pool_size=initial, maximum_size=maximum)
     with using_resource(pool), _named_failures("a pool with a maximum", maximum):

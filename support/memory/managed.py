@@ -29,11 +29,13 @@ a process has one ledger, of one kind.
 
 from __future__ import annotations
 
+import ctypes
 import os
 from collections.abc import Mapping
 
 import numpy as np
 
+from support.bench import time_cuda
 from support.memory.pools import MemorySetupError
 from support.units import describe_bytes
 
@@ -155,7 +157,6 @@ def host_view(array) -> np.ndarray:
 
     The view keeps ``array`` (and so its managed buffer) alive for as long as the view exists.
     """
-    import ctypes
 
     if not array.flags.c_contiguous:
         raise ValueError("host_view needs a contiguous managed array")
@@ -222,7 +223,6 @@ def time_after_host_touch(array, work, *, repeat: int = 5, label: str = "work"):
     ``work`` then runs against that state: a GPU pass that faults the pages in, a prefetch, a copy. The write is
     :func:`support.bench.time_cuda`'s untimed ``setup``; one warm-up, then ``repeat`` timed runs.
     """
-    from support.bench import time_cuda
 
     host = host_view(array)
     writes = iter(range(1, 1 << 30))
@@ -288,7 +288,6 @@ def time_two_passes(nbytes: int, way: str, *, repeat: int = 5) -> tuple[object, 
     first one, so it sees where the first left the pages. One array at a time: it is freed before returning."""
     if way not in REUSE_WAYS:
         raise ValueError(f"unknown way {way!r}; choose one of {', '.join(REUSE_WAYS)}")
-    from support.bench import time_cuda
 
     advice, prefetched = REUSE_WAYS[way]
     array = managed_array((nbytes // 4,))

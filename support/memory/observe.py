@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from support.memory.pools import current_bytes, using_resource
 from support.units import describe_bytes
 
 
@@ -99,7 +100,6 @@ def no_leak(tolerance: int = 0) -> Iterator[None]:
 
     Garbage is collected first, so only memory something still refers to counts.
     """
-    from support.memory.pools import current_bytes
 
     gc.collect()
     before = current_bytes()
@@ -118,8 +118,6 @@ def allocation_log(path: str | Path) -> Iterator[Path]:
     Buffers allocated inside are logged when freed too, even after the block ends.
     """
     import rmm
-
-    from support.memory.pools import using_resource
 
     logged = rmm.mr.LoggingResourceAdaptor(rmm.mr.get_current_device_resource(), log_file_name=str(path))
     try:
@@ -148,7 +146,7 @@ def read_allocation_log(path: str | Path):
     Columns: ``seconds`` (from the first event), ``action``, ``size``, ``bytes_in_use`` (allocated minus freed,
     counted from the start of the log). Failed allocations are kept with a change of 0.
     """
-    import pandas as pd
+    import pandas as pd  # noqa: PLC0415  # pandas is not a base dependency (pyproject), numpy is
 
     log = pd.read_csv(path, dtype={"Time": str})
     missing = {"Time", "Action", "Size"} - set(log.columns)

@@ -19,6 +19,9 @@ caller's environment).
 
 from __future__ import annotations
 
+from support import fresh_process
+from support.units import describe_bytes
+
 #: Shares of the cap: the block freed first, each of the three pieces, and the request that fails.
 PLAN = {"block": 600 / 1024, "piece": 190 / 1024, "ask": 460 / 1024}
 
@@ -84,11 +87,10 @@ def provoke(cap: int = CAP_BYTES) -> dict:
 
 
 def provoke_in_fresh_process(alloc_conf: str = "expandable_segments:False", cap: int = CAP_BYTES) -> dict:
-    """:func:`provoke` in a new process with the allocator's settings ``alloc_conf`` (in ``PYTORCH_ALLOC_CONF``
-    and its older name ``PYTORCH_CUDA_ALLOC_CONF``, so either PyTorch reads it). A process that dies is reported
-    in ``error``, not raised."""
-    from support import fresh_process
-
+    """:func:`provoke` in a new process with the allocator's settings ``alloc_conf`` in ``PYTORCH_ALLOC_CONF``
+    (which PyTorch 2.11 reads first, ignoring the older name when both are set) and in the older
+    ``PYTORCH_CUDA_ALLOC_CONF`` (which older releases read). A process that dies is reported in ``error``, not
+    raised."""
     sizes(cap)  # refuse a bad cap before a process starts
     try:
         return fresh_process.call(
@@ -109,7 +111,6 @@ def rows(results: dict[str, dict]) -> list[dict[str, str]]:
     ...                   "without holes": "fits"}})[0]["the request"]
     'OutOfMemoryError'
     """
-    from support.units import describe_bytes
 
     def size(found: dict, key: str) -> str:
         return describe_bytes(found[key]) if isinstance(found.get(key), int) else "—"

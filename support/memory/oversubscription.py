@@ -21,6 +21,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 
+import numpy as np
+
+from support.bench import time_wall
+from support.memory import managed
+from support.memory.managed import OPT_IN, opted_in
 from support.units import GIB, MIB, describe_bytes
 
 
@@ -64,7 +69,6 @@ def plan(free: int, *, room: int = 4 * GIB, over: float = 1.5) -> Plan:
 
 def skipped_reason(environ: Mapping[str, str] | None = None) -> str | None:
     """Why :func:`run` must not run here (None when it may): only with the opt-in, on a GPU of one's own."""
-    from support.memory.managed import OPT_IN, opted_in
 
     if opted_in(environ):
         return None
@@ -78,10 +82,6 @@ def run(experiment: Plan, *, repeat: int = 3) -> dict[str, float]:
     """Make the ballast, fill the managed array on the CPU, and time a pass of page faults and a pass of
     prefetched chunks over it (seconds, wall clock with a synchronize, median of ``repeat``)."""
     import cupy
-    import numpy as np
-
-    from support.bench import time_wall
-    from support.memory import managed
 
     ballast = cupy.cuda.runtime.malloc(experiment.ballast)
     try:

@@ -19,6 +19,9 @@ import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
+import numpy as np
+
+from support import bench, fresh_process
 from support.units import GIB, MIB, describe_bytes, round_up
 
 RESOURCE_KINDS = ("cudaMalloc", "pool", "cudaMallocAsync")
@@ -172,7 +175,6 @@ def _framework_allocations(nbytes: int) -> dict[str, Callable[[], object]]:
 
     def cudf_series():
         import cudf
-        import numpy as np
 
         return cudf.Series(np.zeros(nbytes // 8))
 
@@ -256,7 +258,6 @@ def time_under_resources(work: Callable[[], object], kinds=RESOURCE_KINDS, *, po
     Each resource gets one untimed warm-up; the timed runs then go round the resources ``repeat`` times, so a
     slow drift of the machine affects all of them alike. Times are CUDA events around each call.
     """
-    from support import bench
 
     unknown = [kind for kind in kinds if kind not in RESOURCE_KINDS]
     if unknown:  # before any resource is made: a typo should not cost a pool of GPU memory first
@@ -312,7 +313,6 @@ def returned_here(kind: str, peak_bytes: int) -> dict[str, float]:
 def memory_returned(kinds=RELEASE_KINDS, peak_bytes: int = 4 * GIB) -> dict[str, dict[str, float]]:
     """What each kind of resource holds at a peak of ``peak_bytes`` and gives back after it, each in a fresh
     process (a pool that keeps its peak would otherwise count for every kind after it)."""
-    from support import fresh_process
 
     unknown = [kind for kind in kinds if kind not in RELEASE_KINDS]
     if unknown:

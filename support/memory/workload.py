@@ -7,7 +7,10 @@ under different memory resources. The same functions run on pandas, so the CPU t
 from __future__ import annotations
 
 import contextlib
+import importlib
 from dataclasses import dataclass
+
+import numpy as np
 
 
 @dataclass
@@ -28,7 +31,6 @@ def make_tables(rows: int, *, customers: int | None = None, seed: int = 0, frame
     ``frames`` is the data-frame module (``cudf`` or ``pandas``); the random columns are made with NumPy from
     ``seed``, so both modules get the same data.
     """
-    import numpy as np
 
     if rows < 1:
         raise ValueError(f"the workload needs at least one row, not {rows}")
@@ -117,6 +119,5 @@ def revenue_by_region_chunked(tables: Tables, chunks: int):
 
 def _concat_of(frame):
     """``cudf.concat`` or ``pandas.concat``, whichever library ``frame`` belongs to."""
-    import importlib
 
     return importlib.import_module(type(frame).__module__.split(".")[0]).concat
