@@ -99,7 +99,7 @@ def test_the_traffic_of_a_recording_is_metered_stage_by_stage(written, model, mo
             yield
             self.stages[name] = traffic.Copies()
 
-    monkeypatch.setattr(traffic, "TrafficMeter", FakeMeter)
+    monkeypatch.setattr(scoring, "TrafficMeter", FakeMeter)  # where beat_table_traffic finds it
     paths, _ = written
     stages = scoring.beat_table_traffic(paths[0], model, on="cpu")
     assert list(stages) == ["read", "beats", "score", "fine-tune", "table"]

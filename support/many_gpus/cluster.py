@@ -13,9 +13,14 @@
 
 from __future__ import annotations
 
+import copy
 import functools
+import importlib.util
 import logging
+import os
 from dataclasses import dataclass
+
+import pandas as pd
 
 
 @dataclass(frozen=True)
@@ -142,8 +147,6 @@ def share_each_worker_s_device(cluster, workers_per_device: int) -> None:
     Each copy keeps the first worker's limits and its CPU affinity (the cores Dask-CUDA pinned it to, near its
     GPU): :func:`make_cluster` divides the memory limits before the first worker starts (:func:`shared_limits`),
     and :func:`worker_devices` shows each worker's cores."""
-    import copy
-
     if workers_per_device < 1:
         raise ValueError(f"need at least one worker per device, not {workers_per_device}")
     for name, spec in list(cluster.worker_spec.items()):
@@ -157,15 +160,11 @@ def available_transports(find_spec=None) -> list[str]:
     """The protocols this environment can give a cluster's workers: ``"tcp"`` always, ``"ucx"`` where the UCXX
     wheels (``ucxx`` and ``distributed_ucxx``) are installed. ``find_spec`` is ``importlib.util.find_spec``
     (replaceable in tests)."""
-    import importlib.util
-
     find_spec = find_spec or importlib.util.find_spec
     return ["tcp"] + (["ucx"] if all(find_spec(name) is not None for name in ("ucxx", "distributed_ucxx")) else [])
 
 
 def _device_of_this_worker() -> dict[str, object]:
-    import os
-
     row: dict[str, object] = {
         "CUDA_VISIBLE_DEVICES": os.environ.get("CUDA_VISIBLE_DEVICES", "(not set)"),
         "CPU cores": describe_cores(os.sched_getaffinity(0)),
@@ -199,8 +198,6 @@ def worker_devices(client):
     cores it may run on (``os.sched_getaffinity``: Dask-CUDA pins each worker to the cores near its GPU, and a
     copy from :func:`share_each_worker_s_device` keeps its original's), the name of its GPU and its RMM memory
     resource (a pandas DataFrame)."""
-    import pandas as pd
-
     seen = client.run(_device_of_this_worker)
     names = {address: info["name"] for address, info in client.scheduler_info()["workers"].items()}
     rows = sorted(({"worker": names[address]} | row for address, row in seen.items()), key=lambda r: str(r["worker"]))

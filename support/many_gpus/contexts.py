@@ -24,6 +24,15 @@ imported at a script's top level do not initialize CUDA there; the run shows whe
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+
 from support.many_gpus.cluster import without_multicast
 
 #: A script that starts a ``LocalCUDACluster`` and asks every worker where its arrays land. ``{top_level}`` is
@@ -81,8 +90,6 @@ def _nvml_index_of_bus(bus_id: str) -> int | None:
 def where_my_arrays_live() -> dict[str, object]:
     """In a worker: the GPU its ``CUDA_VISIBLE_DEVICES`` names first (its GPU, by the machine's numbering) and the
     GPU an array made here lands on (CuPy's current device, found by its PCI bus among NVML's GPUs)."""
-    import os
-
     import cupy
 
     visible = os.environ.get("CUDA_VISIBLE_DEVICES", "")
@@ -101,15 +108,6 @@ def worker_gpus(top_level: str, *, workers: int = 2, timeout: float = 240):
     """Run :func:`script` with ``top_level`` in a fresh Python (this package importable) and return one row per
     worker (a pandas DataFrame indexed by process id): its ``CUDA_VISIBLE_DEVICES``, the GPU that names, and the
     GPU its arrays landed on."""
-    import json
-    import os
-    import subprocess
-    import sys
-    import tempfile
-    from pathlib import Path
-
-    import pandas as pd
-
     root = str(Path(__file__).resolve().parents[2])
     env = os.environ | {"PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
     env = without_multicast(env)  # NVLink multicast off, unless the caller's environment says otherwise

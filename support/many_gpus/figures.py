@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from support.figures import arrow, box, canvas
 from support.many_gpus.cluster import Placement
 from support.many_gpus.task_stream import computations
 
@@ -11,8 +12,6 @@ def cluster_diagram(placement: Placement | None = None):
     to the scheduler, which sends each to the worker that holds its recording (reads are pinned, work stealing is
     off); each worker is a process with its RMM pool on its GPU (shared where ``workers_per_gpu`` is above 1); the
     ranking's shuffle moves rows between workers."""
-    from support.figures import arrow, box, canvas
-
     placement = placement or Placement(2)
     workers = placement.workers
     figure, axes = canvas(26, 11, size=(11, 4.4))

@@ -8,7 +8,11 @@
 
 from __future__ import annotations
 
+import os
+import time
 from pathlib import Path
+
+from support.bench import Timing
 
 
 def drop_from_page_cache(path, *, advise: bool = True) -> int:
@@ -20,8 +24,6 @@ def drop_from_page_cache(path, *, advise: bool = True) -> int:
     ``fsync``-ed first, so that pages still waiting to be written (dirty pages, as right after
     :func:`write_recording`) are written out and can be dropped. It acts on this machine's page cache: on a
     cluster of several servers, call it on the server that holds the file (``client.run``)."""
-    import os
-
     descriptor = os.open(path, os.O_RDONLY)
     try:
         os.fsync(descriptor)
@@ -65,10 +67,6 @@ def filesystem_of(path, partitions=None) -> str:
 def time_cold(run, paths, *, label: str, warmup: int = 1, repeat: int = 5):
     """Time ``run()`` with the wall clock as :func:`support.bench.time_wall` does, with every file of ``paths``
     dropped from the page cache (:func:`drop_from_page_cache`) before each call, outside the timing."""
-    import time
-
-    from support.bench import Timing
-
     samples = []
     for k in range(warmup + repeat):
         for path in paths:

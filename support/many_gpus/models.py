@@ -7,10 +7,12 @@
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 
 import numpy as np
 
+from support.ecg import reading
 from support.many_gpus.recordings import array_module
 
 #: The most beats scored per batch, and the bytes the widest activation of a scoring batch may take: a whole
@@ -49,7 +51,7 @@ class GlobalModel:
     def scores(self, tensor):
         """Anomaly scores of the beats in ``tensor``, computed where they live, in batches of
         :meth:`score_batch` beats."""
-        from support.ecg import vae
+        from support.ecg import vae  # noqa: PLC0415  # support.ecg.vae imports PyTorch at its top
 
         batch = self.score_batch(tensor.shape[1])
         return vae.anomaly_scores(self.model.to(tensor.device), tensor, batch_size=batch)
@@ -62,7 +64,7 @@ def flops_per_beat(width: int, channels: int, *, latent: int = 2, beats: int = 8
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
-    from support.ecg import vae
+    from support.ecg import vae  # noqa: PLC0415  # support.ecg.vae imports PyTorch at its top
 
     with torch.random.fork_rng():
         torch.manual_seed(0)
@@ -74,7 +76,7 @@ def flops_per_beat(width: int, channels: int, *, latent: int = 2, beats: int = 8
 
 
 def _beats_of(path, fs: float, on: str):
-    from support.ecg import pipeline, reading
+    from support.ecg import pipeline  # noqa: PLC0415  # support.ecg.pipeline imports PyTorch at its top (through vae)
 
     recording = reading.read_signal(path, on=on)
     pipeline.check_length(recording.signal, fs)
@@ -98,7 +100,7 @@ def train_on_sample(
     highest."""
     import torch
 
-    from support.ecg import pipeline, vae
+    from support.ecg import pipeline, vae  # noqa: PLC0415  # both import PyTorch at their top
 
     if not 0 < flag_share < 1:
         raise ValueError(f"flag_share must lie strictly between 0 and 1, not {flag_share}")
@@ -135,7 +137,7 @@ def _train(model, tensor, *, epochs: int, batch_size: int, learning_rate: float,
     deterministic algorithms, every random draw seeded by ``seed`` and the global generators restored after."""
     import torch
 
-    from support.ecg import vae
+    from support.ecg import vae  # noqa: PLC0415  # support.ecg.vae imports PyTorch at its top
 
     fused = True if tensor.device.type == "cuda" else None  # one kernel for every parameter's update (CUDA only)
     optimizer = torch.optim.Adam(model.parameters(), lr=learning_rate, fused=fused)
@@ -160,8 +162,6 @@ def fine_tune(model: GlobalModel, tensor, *, epochs: int, batch_size: int | None
     on their device), from the global weights, in batches of ``batch_size`` (by default the global model's): a
     model per recording, fine-tuned from the global one. The global model is left as it was. Deterministic as
     :func:`support.ecg.vae.train` is (same seed, same GPU)."""
-    import copy
-
     if epochs < 1:
         raise ValueError(f"fine-tuning needs at least one epoch, not {epochs}")
     tuned = copy.deepcopy(model.model).to(tensor.device)

@@ -11,6 +11,7 @@ across recordings by a shuffle.
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
 from support.many_gpus.recordings import array_module
 from support.many_gpus.scoring import empty_beat_table
@@ -36,8 +37,6 @@ def rank_recordings(summaries, metadata, *, by: str = "premature_share"):
     """The :func:`recording_summary` rows joined with ``metadata`` (in the notebook: one row per recording on
     each side) and ranked by ``by`` (the share of premature beats, or ``"flagged_share"``: of beats the global
     model flags), highest first; a pandas DataFrame with :data:`RANK_COLUMNS`."""
-    import pandas as pd
-
     rows = pd.DataFrame(list(summaries))
     missing = sorted(set(metadata["recording"]) ^ set(rows["recording"]))
     if missing or len(rows) != len(metadata):

@@ -20,10 +20,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import time
 from pathlib import Path
 
+import pandas as pd
+
 from support.many_gpus.cluster import without_multicast
+from support.many_gpus.recordings import read_recording
+from support.many_gpus.scoring import score_recording
 
 
 def use_pool_on_own_gpu(local_rank: int, pool_size: int) -> str:
@@ -49,9 +54,6 @@ def score_share(paths, model, *, rank: int, world: int, on: str, epochs: int) ->
     """Read and score (with ``epochs`` of fine-tuning) every ``world``-th recording of ``paths`` from ``rank``, one
     after another, on this process's device: how many recordings and beats, and the wall-clock span (its start and
     end as Unix times, so that the ranks' spans can be set side by side)."""
-    from support.many_gpus.recordings import read_recording
-    from support.many_gpus.scoring import score_recording
-
     mine = list(paths)[rank::world]
     started = time.time()
     beats = 0
@@ -64,8 +66,6 @@ def score_share(paths, model, *, rank: int, world: int, on: str, epochs: int) ->
 def read_rows(path):
     """The rows rank 0 wrote (one per rank) as a pandas DataFrame indexed by rank, with each rank's
     ``seconds``."""
-    import pandas as pd
-
     rows = pd.DataFrame(json.loads(Path(path).read_text())).set_index("rank").sort_index()
     rows["seconds"] = rows["end"] - rows["start"]
     return rows
@@ -74,8 +74,6 @@ def read_rows(path):
 def run_ranks(command, out, *, timeout: float = 300):
     """Run ``command`` (a ``torchrun`` command line, as a list) with this package importable, and return the rows
     its rank 0 wrote to ``out`` (:func:`read_rows`); a failure raises with the end of its standard error."""
-    import subprocess
-
     root = str(Path(__file__).resolve().parents[2])
     env = os.environ | {"PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
     env = without_multicast(env)  # NVLink multicast off, unless the caller's environment says otherwise

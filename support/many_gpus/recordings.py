@@ -16,6 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
+
+from support.ecg import reading, synthetic
 
 
 @dataclass(frozen=True)
@@ -62,8 +65,6 @@ def truth_path(csv_path) -> Path:
 def write_recording(spec: RecordingSpec, folder, *, fs: float = 250.0, on: str = "cpu") -> dict[str, object]:
     """Synthesize ``spec`` (on the GPU with ``on="gpu"``), write it as ``<name>.csv`` in ``folder`` with its truth
     beside it, and return its row of the metadata table."""
-    from support.ecg import reading, synthetic
-
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     ecg = synthetic.synthesize(
@@ -83,8 +84,6 @@ def write_recording(spec: RecordingSpec, folder, *, fs: float = 250.0, on: str =
 def write_recordings(folder, specs: list[RecordingSpec], *, fs: float = 250.0, on: str = "cpu", client=None):
     """Write every recording (one task each on ``client``'s workers, if given); return (paths, metadata as a
     pandas DataFrame), both in the order of ``specs``."""
-    import pandas as pd
-
     if client is None:
         rows = [write_recording(spec, folder, fs=fs, on=on) for spec in specs]
     else:
@@ -96,7 +95,7 @@ def read_recording(path, *, fs: float = 250.0, on: str = "cpu"):
     """Read the recording at ``path`` into this process's memory (its GPU with ``on="gpu"``: cuDF parses the
     CSV there) and check that it is long enough: a :class:`support.ecg.reading.Recording`. On a cluster the
     result stays on the worker that read it, as a future, until a task there uses it."""
-    from support.ecg import pipeline, reading
+    from support.ecg import pipeline  # noqa: PLC0415  # support.ecg.pipeline imports PyTorch at its top (through vae)
 
     recording = reading.read_signal(path, on=on)
     pipeline.check_length(recording.signal, fs)
@@ -119,9 +118,7 @@ def _register_recording_size() -> None:
         from dask.sizeof import sizeof
     except ImportError:  # no Dask here, nothing to tell it
         return
-    from support.ecg.reading import Recording
-
-    sizeof.register(Recording)(recording_size)
+    sizeof.register(reading.Recording)(recording_size)
 
 
 _register_recording_size()

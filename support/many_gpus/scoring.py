@@ -15,9 +15,14 @@ import contextlib
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
+from support.ecg.baselines import rr_prematurity
+from support.ecg.beats import true_labels_of
+from support.interop import share
 from support.many_gpus.models import GlobalModel, fine_tune
 from support.many_gpus.recordings import array_module, read_recording, truth_path
+from support.traffic import TrafficMeter
 
 #: The columns of :func:`beat_table`: one row per beat after the first of a recording. ``score`` is the global
 #: model's, ``tuned_score`` that of the model fine-tuned on the recording (:func:`fine_tune`), ``rr_score``
@@ -47,8 +52,6 @@ def _frame(on: str, columns: dict):
         import cudf
 
         return cudf.DataFrame(columns)
-    import pandas as pd
-
     return pd.DataFrame(columns)
 
 
@@ -81,9 +84,7 @@ def score_recording(recording, model: GlobalModel, *, on: str = "cpu", meter=Non
     ``tuned_score`` is the global score. A :class:`support.traffic.TrafficMeter` passed as ``meter`` records the
     copies of each stage.
     """
-    from support.ecg import pipeline
-    from support.ecg.baselines import rr_prematurity
-    from support.interop import share
+    from support.ecg import pipeline  # noqa: PLC0415  # support.ecg.pipeline imports PyTorch at its top (through vae)
 
     xp = array_module(on)
     stage = _stages(meter)
@@ -155,8 +156,7 @@ def recording_quality(table, folder) -> dict[str, object]:
     labelled rate) of the global model's score over every beat of the recording, and the AUROC of ectopic
     against normal beats of each of :data:`SCORERS` (``"ectopic: <scorer>"``; NaN where the recording has
     none)."""
-    from support.ecg.beats import true_labels_of
-    from support.ecg.pipeline import evaluate_scores
+    from support.ecg.pipeline import evaluate_scores  # noqa: PLC0415  # support.ecg.pipeline imports PyTorch at its top (through vae)
 
     name = str(table["recording"].iloc[0])
     truth = truth_path(Path(folder) / f"{name}.csv")
@@ -179,8 +179,6 @@ def beat_table_traffic(path, model: GlobalModel, *, on: str = "gpu") -> dict[str
 
     On a worker, run it with ``client.run(..., workers=[address])``, in the worker's main thread: the profiler
     under the meter refuses to start in a thread other than the one that loaded it (a task's thread)."""
-    from support.traffic import TrafficMeter
-
     meter = TrafficMeter()
     beat_table(path, model, on=on, meter=meter)
     return meter.stages

@@ -10,6 +10,7 @@ another out, in least-recently-used order.
 
 from __future__ import annotations
 
+from support.bench import time_wall
 from support.many_gpus.recordings import array_module
 
 
@@ -47,8 +48,6 @@ def spill_case(client, *, blocks: int, nbytes: int, on: str = "cpu", warmup: int
     (:class:`support.bench.Timing`), the bytes held, and where they lay after the blocks were made and after the
     last pass (:func:`where_results_live`). The blocks are released before it returns."""
     from distributed import wait
-
-    from support.bench import time_wall
 
     if blocks < 1 or nbytes < 8:
         raise ValueError(f"need at least one block of at least 8 bytes, not {blocks} of {nbytes}")

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import re
 
+import pandas as pd
+
 
 def computations(records) -> list[tuple[str, str, float, float]]:
     """(worker, function, start, stop) of every computation in a task stream's records (transfers left out)."""
@@ -30,8 +32,6 @@ def worker_load(records, *, function: str | None = None):
     """Each worker's share of a task stream: how many tasks it computed, their median duration, and the time from
     its first start to its last end (a pandas DataFrame, workers in address order as "worker 0", "worker 1"…).
     ``function`` (a task's function name, such as ``"score_recording"``) keeps only that function's tasks."""
-    import pandas as pd
-
     found = pd.DataFrame(computations(records), columns=["worker", "function", "start", "stop"])
     if function is not None:
         if function not in set(found["function"]):

@@ -14,6 +14,9 @@ import dataclasses
 import functools
 from dataclasses import dataclass
 
+import pandas as pd
+
+from support.bench import Timing, format_ratio, format_seconds, time_wall
 from support.many_gpus.cluster import Placement
 from support.many_gpus.host import time_cold
 from support.many_gpus.models import GlobalModel
@@ -21,7 +24,8 @@ from support.many_gpus.ranking import bytes_between_workers, rank_every_beat, ra
 from support.many_gpus.recordings import read_everywhere
 from support.many_gpus.scoring import score_everywhere, table_bytes
 from support.many_gpus.task_stream import busy_span, worker_load
-from support.many_gpus.utilisation import UtilisationSampler, pooled, summarize
+from support.many_gpus.utilisation import BUSY, UtilisationSampler, pooled, summarize
+from support.units import describe_bytes
 
 
 @dataclass
@@ -85,10 +89,7 @@ def measure_stages(
     a shuffle). ``placement`` says what the cluster is (by default: its workers, one per GPU). ``cold=False``
     leaves the read from disk out (where nothing can be dropped from the page cache, as on ``tmpfs``, it would time
     the read from the page cache again). Returns a :class:`ScalingRun`."""
-    import pandas as pd
     from distributed import get_task_stream, wait
-
-    from support.bench import Timing, time_wall
 
     streams = {"read": [], "score": []}
 
@@ -169,11 +170,6 @@ def scaling_table(runs):
     the bytes each ranking sent between workers on the last (a stage only where every run timed it); where the last
     two runs are as many workers on fewer
     GPUs and on more, also the second GPU's speed-up by median (:func:`second_gpu_speedup`). A pandas DataFrame."""
-    import pandas as pd
-
-    from support.bench import format_ratio, format_seconds
-    from support.units import describe_bytes
-
     *_, last = runs
     pair = runs[-2:] if len(runs) > 1 else []
     compared = bool(pair) and pair[0].workers == last.workers and pair[0].placement.gpus < last.placement.gpus
@@ -192,8 +188,6 @@ def scaling_table(runs):
 def spread_table(runs, stage: str):
     """The spread of one stage's repeats on every cluster of ``runs``: how many, the fastest, the median and the
     slowest (seconds, as numbers); a pandas DataFrame, one row per cluster."""
-    import pandas as pd
-
     rows = []
     for run in runs:
         timing = run.timings[stage]
@@ -215,8 +209,6 @@ def pool_runs(runs) -> list[ScalingRun]:
     started for it, not one start's repeats), and the GPUs' utilisation samples of all of them together; the rest
     (bytes, rankings, load) from that placement's last run. Run the clusters in a mirrored order (A B C C B A) and
     pool them: drift over the run (a warming GPU, a filling page cache) then weighs on every placement alike."""
-    from support.bench import Timing
-
     if not runs:
         raise ValueError("no runs to pool: measure at least one cluster")
     groups: dict[Placement, list[ScalingRun]] = {}
@@ -239,10 +231,6 @@ def utilisation_table(runs, *, busy: float | None = None):
     cluster and GPU (NVML's numbering), with the mean utilisation (percent), the share of samples at or above
     ``busy`` percent (:data:`support.many_gpus.utilisation.BUSY` by default) and the number of samples. Empty
     where no GPU was sampled (no NVML). A pandas DataFrame."""
-    import pandas as pd
-
-    from support.many_gpus.utilisation import BUSY
-
     rows = []
     for run in runs:
         for gpu, numbers in summarize(run.utilisation, busy=BUSY if busy is None else busy).items():
