@@ -24,5 +24,6 @@ One idea per module, in the order the data flows:
 - :mod:`~support.ecg.plots`: the chapter's figures, summarized where the data lives.
 
 ``python -m support.ecg`` (``__main__``) runs the whole pipeline from a shell; ``--help`` lists its options;
-:mod:`~support.ecg.output_folder` checks its ``--out`` before any work, so no file it did not write is replaced.
+:mod:`~support.ecg.output_folder` checks its ``--out`` before any work, so no file it did not write is replaced;
+:mod:`~support.ecg.run_report` reads a run's ``metrics.json`` back and says where its time went.
 """
