@@ -64,6 +64,37 @@ def test_score_table_judges_every_method_on_the_same_rows():
         baselines.score_table({"short": perfect[:10]}, labels, validation, test)
 
 
+def test_separation_ranks_each_group_against_the_normal_rows_only():
+    scores = np.array([0.1, 0.2, 0.3, 0.9, 0.05, 0.8])
+    normal = np.array([True, True, True, False, False, False])
+    groups = {"high": [0, 0, 0, 1, 0, 0], "low": [0, 0, 0, 0, 1, 0], "none": np.zeros(6, bool)}
+    table = metrics.separation(scores, groups, normal)
+    assert list(table) == ["high", "low"]  # an empty group is left out, the order kept
+    assert table["high"] == {"beats": 1, "AUROC": 1.0, "AP": 1.0}
+    assert table["low"]["AUROC"] == 0.0  # row 5 (another group's) is not among low's rivals
+    assert metrics.separation(scores, groups, np.zeros(6, bool)) == {}
+    with pytest.raises(ValueError, match="one flag per score"):
+        metrics.separation(scores, {"short": [True]}, normal)
+
+
+def test_the_method_is_picked_on_validation_rows_and_scored_on_test_rows():
+    labels = np.array([0, 0, 0, 2, 1] * 20)
+    validation, test = np.arange(50), np.arange(50, 100)
+    shape_first = np.where(np.arange(100) < 50, labels, -labels).astype(float)  # perfect on validation only
+    rhythm = np.where(np.arange(100) < 50, 0.5 * labels, labels).astype(float)  # less sure on validation
+    scores = {"rhythm": rhythm, "shape": torch.tensor(shape_first), "VAE": labels * 2.0}
+    pick = baselines.pick_on_validation(scores, labels, validation, test, among=("rhythm", "shape"))
+    assert pick.method == "rhythm" and set(pick.candidates) == {"rhythm", "shape"}  # tie: the first
+    assert pick.validation == pick.test == 1.0
+    shape_only = baselines.pick_on_validation(scores, labels, validation, test, among=("shape",), name="ventricular")
+    assert (shape_only.validation, shape_only.test) == (1.0, 0.0)  # the test rows did not pick it
+    assert baselines.pick_on_validation(scores, labels, validation, test).method == "rhythm"
+    with pytest.raises(ValueError, match="none of the methods"):
+        baselines.pick_on_validation(scores, labels, validation, test, among=("PCA",))
+    with pytest.raises(ValueError, match="no fusion beats"):
+        baselines.pick_on_validation(scores, labels, validation, test, name="fusion")
+
+
 def test_matching_is_one_to_one_within_the_window():
     truth = np.array([100, 200, 300, 400])
     found, matched = events.match_beats(np.array([101, 104, 290, 520]), truth, tolerance=15)

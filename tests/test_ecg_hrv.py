@@ -49,3 +49,16 @@ def test_record_100s_rhythm_from_its_annotations():
     assert summary["S beats"] == annotations.counts()["S"]
     assert 0.3 < summary["mean NN (s)"] < 2 and summary["RMSSD (ms)"] > 0
     assert summary["S prematurity (median)"] < 1  # premature beats, as annotated
+
+
+def test_rate_per_minute_averages_the_rates_of_each_minute():
+    fs = 250.0
+    first = np.arange(0, 60 * 250, 250)  # minute 0: one beat a second
+    second = 60 * 250 + np.arange(0, 60 * 250, 125)  # minute 1: two beats a second
+    beats = np.r_[first, second]
+    rate = hrv.rate_per_minute(beats, np.diff(beats), fs, minutes=3)
+    assert rate[0] == pytest.approx(60.0) and rate[2] == 0.0
+    # minute 1 holds the one-second interval that ends in it and 119 half-second ones
+    assert rate[1] == pytest.approx((60.0 + 119 * 120.0) / 120)
+    with pytest.raises(ValueError, match="one interval between each two"):
+        hrv.rate_per_minute(beats, np.diff(beats)[1:], fs, minutes=3)

@@ -13,17 +13,16 @@ def csv_and_config(tmp_path_factory):
     return path, pipeline.PipelineConfig(fs=250.0, seed=3, progress=False)
 
 
-def test_the_best_training_free_method_ignores_the_trained_ones():
-    table = [
-        {"method": "VAE + RR", "class": "ectopic", "AUROC": 0.99},
-        {"method": "PCA", "class": "ectopic", "AUROC": 0.91},
-        {"method": "median distance", "class": "ectopic", "AUROC": 0.95},
-        {"method": "PCA", "class": "ventricular", "AUROC": 0.99},
-    ]
-    assert method_speed.best_training_free(table) == ("median distance", 0.95)
-    assert method_speed.best_training_free(table, "ventricular") == ("PCA", 0.99)
-    with pytest.raises(ValueError, match="training-free"):
-        method_speed.best_training_free([{"method": "VAE", "class": "ectopic", "AUROC": 1.0}])
+def test_the_training_free_pick_ignores_the_trained_methods_and_the_test_rows():
+    labels = np.array([0, 0, 0, 1] * 10)
+    validation, test = np.arange(20), np.arange(20, 40)
+    on_test_only = np.where(np.arange(40) < 20, 0.0, labels)
+    scores = {"VAE + RR": labels * 1.0, "median distance": on_test_only, "PCA": labels + 0.01 * np.arange(40)}
+    pick = method_speed.pick_training_free(scores, labels, validation, test)
+    assert pick.method == "PCA" and set(pick.candidates) == {"median distance", "PCA"}
+    assert pick.candidates["median distance"] == 0.5 and pick.test == 1.0
+    with pytest.raises(ValueError, match="none of the methods"):
+        method_speed.pick_training_free({"VAE": labels * 1.0}, labels, validation, test)
 
 
 def test_the_fastest_cpu_route_makes_the_pipelines_beats(csv_and_config):

@@ -92,3 +92,18 @@ def test_the_chapters_detector_finds_record_100s_annotated_beats(record100):
     beats = pipeline.find_beats(recording.signal[:ten_minutes], pipeline.PipelineConfig(fs=FS, progress=False))
     overall = next(r for r in real.detector_scores({"chapter": beats.peaks}, truth, FS) if r["class"] == "all")
     assert overall["sensitivity"] > 0.98 and overall["+P"] > 0.98, overall
+
+
+def test_shortfall_is_the_larger_gap_below_the_better_reference():
+    truth = _truth(np.arange(1, 101) * 400, ["N"] * 100)
+    beats = {
+        "Pan-Tompkins": truth.samples,  # every beat
+        "Hamilton": np.r_[truth.samples[:-1], 41_000, 42_000],  # one missed, two false
+        "chapter": truth.samples[:-1],  # one missed, none false
+        "degraded": truth.samples[::2],  # half missed
+    }
+    rows = real.shortfalls(real.detector_scores(beats, truth, FS), ["Pan-Tompkins", "Hamilton"])
+    gaps = {r["detector"]: r["shortfall"] for r in rows}
+    assert gaps == {"chapter": 0.01, "degraded": 0.5}  # the references are left out
+    with pytest.raises(ValueError, match="no reference detector"):
+        real.shortfalls(real.detector_scores(beats, truth, FS), ["Elgendi"])

@@ -28,6 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 
 from support.ecg import metrics
 from support.ecg.synthetic import ECTOPIC_CLASSES, KINDS, NOISE, NORMAL, is_ectopic
@@ -165,26 +166,20 @@ def score_table(scores: dict, labels, validation, test) -> list[dict]:
     validation, test = np.asarray(validation), np.asarray(test)
     table = []
     for method, values in scores.items():
-        values = np.asarray(_tensor(values).detach().cpu().numpy(), dtype=np.float64)
-        if values.shape != labels.shape:
-            raise ValueError(f"{method}: {values.shape[0]} scores for {labels.shape[0]} rows")
+        values = _on_host(values, labels, method)
         threshold = threshold_at_rate(values[validation], labels[validation] != NORMAL)
         test_values, test_labels = values[test], labels[test]
-        normal = test_labels == NORMAL
         flagged = test_values >= threshold
-        for name in TABLE_CLASSES:
-            members = is_ectopic(test_labels) if name == "ectopic" else test_labels == _label(name)
-            if not members.any() or not normal.any():
-                continue
-            chosen = members | normal
+        groups = {name: members_of(test_labels, name) for name in TABLE_CLASSES}
+        for name, scored in metrics.separation(test_values, groups, test_labels == NORMAL).items():
             table.append(
                 {
                     "method": method,
                     "class": name,
-                    "test beats": int(members.sum()),
-                    "AUROC": metrics.auroc(test_values[chosen], members[chosen]),
-                    "AP": metrics.average_precision(test_values[chosen], members[chosen]),
-                    "recall": float(flagged[members].mean()),
+                    "test beats": scored["beats"],
+                    "AUROC": scored["AUROC"],
+                    "AP": scored["AP"],
+                    "recall": float(flagged[groups[name]].mean()),
                 }
             )
         anomalies = test_labels != NORMAL
@@ -208,10 +203,23 @@ def _label(name: str) -> int:
     return next(label for label, kind in KINDS.items() if kind == name)
 
 
+def members_of(labels, name: str) -> np.ndarray:
+    """Which of ``labels`` (the synthetic truth's) belong to class ``name`` of :data:`TABLE_CLASSES`
+    (``"ectopic"``: S, V and F together)."""
+    labels = np.asarray(labels)
+    return is_ectopic(labels) if name == "ectopic" else labels == _label(name)
+
+
+def _on_host(values, labels, method: str) -> np.ndarray:
+    """One method's scores as host float64, one per label (else a one-line error naming the method)."""
+    values = np.asarray(_tensor(values).detach().cpu().numpy(), dtype=np.float64)
+    if values.shape != np.shape(labels):
+        raise ValueError(f"{method}: {values.shape[0]} scores for {np.shape(labels)[0]} rows")
+    return values
+
+
 def pivot(table: list[dict], metric: str):
     """One metric of :func:`score_table` as a DataFrame: a row per method, a column per class."""
-    import pandas as pd
-
     frame = pd.DataFrame([r for r in table if r["class"] != "all flags"])
     return frame.pivot(index="method", columns="class", values=metric)[
         [c for c in TABLE_CLASSES if c in set(frame["class"])]
@@ -233,3 +241,49 @@ def value(table: list[dict], method: str, name: str, metric: str = "AUROC") -> f
         if r["method"] == method and r["class"] == name:
             return r[metric]
     raise KeyError(f"no row for {method!r} and {name!r}")
+
+
+@dataclass(frozen=True)
+class Pick:
+    """A method picked on the validation rows: its score there and, for the record, on the test rows."""
+
+    method: str
+    validation: float  # ``metric`` of class ``name`` on the validation rows, which made the pick
+    test: float  # the same on the test rows, which played no part in it
+    name: str
+    metric: str
+    candidates: dict  # every method considered, with its score on the validation rows
+
+
+def pick_on_validation(
+    scores: dict, labels, validation, test, *, among=None, name: str = "ectopic", metric: str = "AUROC"
+) -> Pick:
+    """The method of ``scores`` (those named in ``among``, when given) with the highest ``metric`` (``"AUROC"`` or
+    ``"AP"``) for class ``name`` against the normal rows, measured on the ``validation`` rows; and that method's
+    ``metric`` on the ``test`` rows, which play no part in the choice. Ties go to the first method of ``scores``.
+
+    ``scores`` maps a method's name to one score per row (all rows; NumPy, CuPy or torch); ``labels`` is the true
+    label of every row (host); ``validation`` and ``test`` are row indices.
+
+    >>> labels = np.array([0, 0, 0, 1, 0, 0, 0, 1])  # rows 0-3 validate, rows 4-7 test
+    >>> scores = {"a": np.array([0, 1, 2, 3, 3, 2, 1, 0.0]), "b": np.array([2, 3, 0, 1, 0, 1, 2, 3.0])}
+    >>> pick = pick_on_validation(scores, labels, np.arange(4), np.arange(4, 8))
+    >>> pick.method, pick.validation, pick.test  # b would have won on the test rows
+    ('a', 1.0, 0.0)
+    """
+    labels = np.asarray(labels)
+    validation, test = np.asarray(validation), np.asarray(test)
+    considered = [method for method in scores if among is None or method in among]
+    if not considered:
+        raise ValueError(f"none of the methods {sorted(scores)} is among {tuple(among)}")
+
+    def measured(method: str, rows: np.ndarray) -> float:
+        values, part = _on_host(scores[method], labels, method)[rows], labels[rows]
+        scored = metrics.separation(values, {name: members_of(part, name)}, part == NORMAL)
+        if name not in scored:
+            raise ValueError(f"these rows hold no {name} beats or no normal beats to pick a method by")
+        return scored[name][metric]
+
+    on_validation = {method: measured(method, validation) for method in considered}
+    best = max(on_validation, key=on_validation.get)
+    return Pick(best, on_validation[best], measured(best, test), name, metric, on_validation)

@@ -23,13 +23,16 @@ is; :func:`time_training` times the autoencoder's training on the CPU, PyTorch o
 from __future__ import annotations
 
 import os
+import platform
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
+import scipy.fft
+import scipy.signal
 
-from support.ecg import detection, reading
+from support.ecg import detection, reading, vae
 
 
 def read_signal(path) -> reading.Recording:
@@ -60,9 +63,6 @@ def read_signal(path) -> reading.Recording:
 
 def convolve(signal: np.ndarray, fs: float) -> tuple[np.ndarray, np.ndarray]:
     """The wavelet response and the signal without baseline wander, as :func:`support.ecg.pipeline.convolve`."""
-    import scipy.fft
-    import scipy.signal
-
     if not isinstance(signal, np.ndarray) or signal.ndim != 1:
         raise ValueError(f"need a 1-D NumPy signal, not {type(signal).__name__}")
     wavelet = detection.ricker(fs)  # odd length: mode="same" centres it as the pipeline does
@@ -90,8 +90,6 @@ def oa_convolve_threaded(signal: np.ndarray, kernel: np.ndarray, *, workers: int
     >>> bool(np.allclose(oa_convolve_threaded(x, k, chunk=1000), np.convolve(x, k, mode="same")))
     True
     """
-    import scipy.signal
-
     if signal.ndim != 1 or kernel.ndim != 1 or len(kernel) > len(signal):
         raise ValueError(f"need a 1-D signal at least as long as the 1-D kernel, got {signal.shape} and {kernel.shape}")
     if chunk < len(kernel):
@@ -111,8 +109,6 @@ def oa_convolve_threaded(signal: np.ndarray, kernel: np.ndarray, *, workers: int
 
 def cpu_description() -> dict[str, object]:
     """The CPU (model, physical cores, logical CPUs) and the threads each CPU tool of the chapter uses."""
-    import platform
-
     model = platform.processor() or platform.machine()
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -178,8 +174,6 @@ def time_training(
     """Seconds to train the autoencoder on a host copy of ``beats`` with PyTorch on ``threads`` CPU threads
     (default: every core), the same settings as on the GPU."""
     import torch
-
-    from support.ecg import vae
 
     host = (
         beats.detach().to("cpu", copy=True) if isinstance(beats, torch.Tensor) else torch.as_tensor(np.asarray(beats))

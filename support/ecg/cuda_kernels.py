@@ -7,7 +7,7 @@ for the GPU in tests. Call them through :mod:`support.ecg.kernels`, which checks
 loads it instead of compiling it again.
 """
 
-from numba import cuda
+from numba import cuda  # noqa: TID253  # the kernels are compiled at import; kernels._gpu imports this lazily
 
 from support.ecg import rules
 

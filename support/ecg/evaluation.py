@@ -30,7 +30,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from support.ecg import metrics
+from support.arrays import to_host
+from support.ecg import metrics, pipeline, vae
 from support.ecg.beats import true_labels_of
 from support.ecg.synthetic import ECTOPIC_CLASSES, KINDS, NOISE, NORMAL, is_ectopic
 
@@ -176,8 +177,6 @@ def choose_model(
     ``validation_beats`` give the highest precision at the labelled rate, then the highest AUROC (remaining
     ties: fewer dimensions, earlier epoch). ``validation_anomalous`` is a boolean NumPy array, one per
     validation beat."""
-    from support.ecg import vae
-
     validation_anomalous = np.asarray(validation_anomalous, bool)
     if len(validation_anomalous) != len(validation_beats):
         raise ValueError(f"{len(validation_beats)} validation beats but {len(validation_anomalous)} labels")
@@ -266,8 +265,6 @@ class Judgement:
 
 def judge_test(model, beats, split: Split, peaks, r_peaks, labels) -> Judgement:
     """Score the validation and test rows, set the threshold on validation, and tabulate the test flags."""
-    from support.ecg import vae
-
     peaks = np.asarray(peaks)
     indices = {name: getattr(split, name).cpu().numpy() for name in ("validation", "test")}
     validation_scores = vae.anomaly_scores(model, beats[split.validation]).cpu().numpy()
@@ -284,9 +281,6 @@ def evaluate_recording(ecg, *, by: str = "random", latents=(2, 4, 8), epochs: in
     The beats are found and embedded where ``ecg.signal`` lives (CuPy: on the GPU), handed to PyTorch without
     a copy, split ``by`` random or time, the model chosen on validation, and the test flags judged.
     """
-    from support.arrays import to_host
-    from support.ecg import pipeline
-
     found = pipeline.find_beats(ecg.signal, pipeline.PipelineConfig(fs=ecg.fs, seed=seed, progress=False))
     tensor = pipeline.to_torch(found.matrix)
     peaks = to_host(found.peaks)

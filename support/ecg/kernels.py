@@ -65,7 +65,7 @@ def _cpu():
 def _gpu():
     """The CUDA versions (module :mod:`support.ecg.cuda_kernels`, imported only when a GPU kernel is asked for)."""
     try:
-        from support.ecg import cuda_kernels
+        from support.ecg import cuda_kernels  # noqa: PLC0415  # it imports numba.cuda, a GPU library
     except ImportError as error:  # pragma: no cover - depends on the environment
         raise ModuleNotFoundError(
             "the GPU kernels need numba-cuda (environment.yml installs it); on the CPU pass NumPy arrays"

@@ -12,20 +12,22 @@ on the VAE's training then says what the GPU does for the weakest method. This m
   every core on the CPU), fitted on the same training rows the pipeline uses;
 - :func:`time_method` times that scoring on one side (CUDA events on the GPU, the wall clock on the CPU), the
   beats made once outside the timing, as :func:`support.ecg.pipeline.time_shared_stages` times each stage;
-- :func:`best_training_free` picks the method from the table by a class's AUROC;
+- :func:`pick_training_free` picks the method on the validation rows (:func:`support.ecg.baselines.pick_on_validation`)
+  and reports its score on the test rows, which play no part in the pick;
 - :func:`speedup_rows` puts both paths in one table: the shared stages, the VAE's training, the method's
   scoring, and a total for each path.
 
->>> best_training_free([
-...     {"method": "VAE", "class": "ectopic", "AUROC": 0.99},
-...     {"method": "PCA", "class": "ectopic", "AUROC": 0.9},
-...     {"method": "RR prematurity", "class": "ectopic", "AUROC": 0.95},
-... ])
-('RR prematurity', 0.95)
+>>> import numpy as np
+>>> labels = np.array([0, 0, 0, 1] * 2)  # rows 0-3 validate, rows 4-7 test
+>>> scores = {"VAE": np.arange(8.0), "PCA": np.array([0, 1, 2, 3, 3, 2, 1, 0.0]), "RR prematurity": np.zeros(8)}
+>>> pick = pick_training_free(scores, labels, np.arange(4), np.arange(4, 8))
+>>> pick.method, pick.validation, pick.test, sorted(pick.candidates)
+('PCA', 1.0, 0.0, ['PCA', 'RR prematurity'])
 """
 
 from __future__ import annotations
 
+from support import bench
 from support.ecg import baselines, cpu_peers, pipeline, reading
 from support.ecg import beats as beat_tools
 
@@ -35,13 +37,10 @@ TRAINING_FREE = ("median distance", "RR prematurity", "PCA")
 SIDES = ("gpu", "cpu, fastest")
 
 
-def best_training_free(table: list[dict], name: str = "ectopic", metric: str = "AUROC") -> tuple[str, float]:
-    """The method of :data:`TRAINING_FREE` with the highest ``metric`` on class ``name`` in a
-    :func:`support.ecg.baselines.score_table`, and that value."""
-    rows = [r for r in table if r["method"] in TRAINING_FREE]
-    if not rows:
-        raise ValueError(f"the table holds none of the training-free methods {TRAINING_FREE}")
-    return baselines.best_method(rows, name, metric)
+def pick_training_free(scores: dict, labels, validation, test, name: str = "ectopic", metric: str = "AUROC"):
+    """The method of :data:`TRAINING_FREE` among ``scores`` with the highest ``metric`` on class ``name`` over the
+    ``validation`` rows, with that score on the ``test`` rows: a :class:`support.ecg.baselines.Pick`."""
+    return baselines.pick_on_validation(scores, labels, validation, test, among=TRAINING_FREE, name=name, metric=metric)
 
 
 def beats_on(path, config: pipeline.PipelineConfig, *, on: str) -> beat_tools.Beats:
@@ -85,8 +84,6 @@ def time_method(
     """A :class:`support.bench.Timing` of :func:`method_scores` on ``on`` (CUDA events on the GPU, the wall
     clock on the CPU), on the beats :func:`beats_on` makes there, with the pipeline's training rows
     (:func:`support.ecg.pipeline.split`, the same seed)."""
-    from support import bench
-
     beats = beats_on(path, config, on=on)
     tensor = pipeline.to_torch(beats.matrix)
     train_rows, _ = pipeline.split(len(beats), config.train_fraction, config.seed, tensor.device)

@@ -23,8 +23,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import pandas
 
 from support.arrays import array_module, to_host
+from support.ecg import synthetic
+from support.interop import share
 
 #: Tokens that stand for a missing value (after stripping blanks), as pandas and cuDF read them.
 MISSING_TOKENS = frozenset({"", "nan", "NaN", "NAN", "NA", "N/A", "n/a", "null", "NULL", "None", "-nan", "-NaN"})
@@ -87,7 +90,7 @@ def _read_frame(path: Path, on: str, has_header: bool, column, as_text: bool):
     if on == "gpu":
         import cudf as library
     elif on == "cpu":
-        import pandas as library
+        library = pandas
     else:
         raise ValueError(f"on must be 'gpu' or 'cpu', not {on!r}")
     options = dict(header=0 if has_header else None, skip_blank_lines=False)
@@ -124,8 +127,6 @@ def _null_count(series) -> int:
 def _values(series, on: str):
     """The column as an array where it lives (CuPy on the GPU, shared with cuDF when it has no nulls)."""
     if on == "gpu":
-        from support.interop import share
-
         if _null_count(series):
             return series.to_cupy(na_value=math.nan)
         return share(series, "cupy")
@@ -167,8 +168,6 @@ def _repair_or_refuse(series, text, on: str, path: Path, first_line: int) -> Rec
 
         numeric = cudf.to_numeric(stripped.where(~missing_token, None), errors="coerce")
     else:
-        import pandas
-
         numeric = pandas.to_numeric(stripped.where(~missing_token, None), errors="coerce")
     not_number = numeric.isna() & ~missing_token
     if bool(not_number.any()):
@@ -227,7 +226,7 @@ def read_wfdb(record, *, channel: int | str = 0, annotation: str | None = None) 
     """
     with _wfdb_quietly():
         try:
-            import wfdb
+            import wfdb  # noqa: PLC0415  # optional: the error below names the fix
         except ImportError:
             raise ModuleNotFoundError("reading WFDB records needs the wfdb package: pip install wfdb") from None
     record = str(record)
@@ -289,8 +288,6 @@ class BeatAnnotations:
     def labels(self) -> np.ndarray:
         """The chapter's labels (:data:`support.ecg.synthetic.KINDS`): N, S, V, F as normal, supraventricular,
         ventricular, fusion; Q (paced or unclassifiable) as the label the chapter gives unreadable beats."""
-        from support.ecg import synthetic
-
         by_letter = {letter: label for label, letter in synthetic.AAMI_LETTERS.items()}
         return np.array([by_letter[c] for c in self.classes], dtype=np.int8)
 
@@ -302,7 +299,7 @@ def read_annotations(record, *, extension: str = "atr") -> BeatAnnotations:
     """The beat annotations of a WFDB record (``record.atr`` by default), non-beat annotations left out."""
     with _wfdb_quietly():
         try:
-            import wfdb
+            import wfdb  # noqa: PLC0415  # optional: the error below names the fix
         except ImportError:
             raise ModuleNotFoundError("reading WFDB annotations needs the wfdb package: pip install wfdb") from None
     record = str(record)
@@ -322,8 +319,6 @@ def write_csv(signal, path, decimals: int = 4) -> Path:
     xp = array_module(signal)
     rounded = xp.round(signal.astype(xp.float64), decimals)
     if xp is np:
-        import pandas
-
         pandas.Series(rounded).to_csv(path, index=False, header=False, float_format=f"%.{decimals}f")
     else:
         import cudf

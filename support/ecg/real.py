@@ -12,7 +12,8 @@ positive predictivity.
 Record 100 (``support/ecg/data/100.hea``, ``100.dat``, ``100.atr``: 30 min, two leads at 360 Hz, as
 ``MIT-LCP/wfdb-python`` ships it in ``sample-data/``; attribution in ``data/mitdb_100.md``) carries the database's
 reference annotations, so there the detectors are scored against the truth, per AAMI beat class
-(:func:`detector_scores`), and the anomaly scores against the annotated classes (:func:`class_scores`).
+(:func:`detector_scores`; :func:`shortfalls` sets each beside the better published one), and the anomaly
+scores against the annotated classes (:func:`class_scores`).
 
 >>> import numpy as np
 >>> agreement(np.array([100, 460, 820]), np.array([102, 470, 1200]), fs=360.0)
@@ -25,7 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
-from support.ecg import events, reading
+from support.arrays import to_host
+from support.ecg import baselines, events, metrics, reading
 
 #: The committed excerpt, package data of support.ecg (so an installed package finds it too).
 EXCERPT = Path(__file__).resolve().parent / "data" / "mitdb_208_excerpt.npz"
@@ -52,13 +54,11 @@ def load_mitdb_excerpt(path=EXCERPT, *, xp=np) -> reading.Recording:
 def published_beats(signal, fs: float) -> dict[str, np.ndarray]:
     """R-peak samples from each of :data:`DETECTORS` (py-ecg-detectors, on the CPU, on a host copy)."""
     try:
-        from ecgdetectors import Detectors
+        from ecgdetectors import Detectors  # noqa: PLC0415  # optional: the error below names the fix
     except ImportError:
         raise ModuleNotFoundError(
             "the published detectors need py-ecg-detectors: pip install py-ecg-detectors"
         ) from None
-    from support.arrays import to_host
-
     host = np.asarray(to_host(signal), dtype=np.float64)
     detectors = Detectors(fs)
     return {
@@ -154,6 +154,36 @@ def detector_scores(beat_lists: dict[str, np.ndarray], annotations: reading.Beat
     return table
 
 
+def shortfalls(table: list[dict], references) -> list[dict]:
+    """Per detector of a :func:`detector_scores` table that is not one of ``references``: its overall sensitivity
+    and +P, and its **shortfall**, the larger of the two gaps below the better reference in each (the best of
+    ``references`` on sensitivity, and on +P): 0 or less is level with or ahead of the better reference in both.
+
+    >>> rows = [
+    ...     {"detector": "ref", "class": "all", "sensitivity": 0.998, "+P": 0.999},
+    ...     {"detector": "a", "class": "all", "sensitivity": 0.997, "+P": 1.0},
+    ...     {"detector": "a", "class": "N", "sensitivity": 0.5},
+    ... ]
+    >>> shortfalls(rows, ["ref"])
+    [{'detector': 'a', 'sensitivity': 0.997, '+P': 1.0, 'shortfall': 0.001}]
+    """
+    overall = {r["detector"]: r for r in table if r["class"] == "all"}
+    missing = [name for name in references if name not in overall]
+    if missing or not references:
+        raise ValueError(f"the table holds no reference detector {missing or references}; it has {sorted(overall)}")
+    best = {metric: max(overall[name][metric] for name in references) for metric in ("sensitivity", "+P")}
+    return [
+        {
+            "detector": name,
+            "sensitivity": row["sensitivity"],
+            "+P": row["+P"],
+            "shortfall": round(max(best[metric] - row[metric] for metric in best), 4),
+        }
+        for name, row in overall.items()
+        if name not in references
+    ]
+
+
 def annotated_classes(peaks, annotations: reading.BeatAnnotations, fs: float) -> np.ndarray:
     """The AAMI class of the annotated beat each detected peak matches within 150 ms (one to one), ``""`` for a
     detection that matches none (left out of :func:`class_scores`).
@@ -184,29 +214,22 @@ def class_scores(scores: dict, classes, *, against: str = "N", kinds=("S", "V"))
     >>> [(r["class"], r["AUROC"]) for r in rows]
     [('S', 1.0), ('V', 1.0)]
     """
-    from support.ecg import metrics
-    from support.ecg.baselines import _tensor
-
     classes = np.asarray(classes)
-    normal = classes == against
+    groups = {kind: classes == kind for kind in kinds}
     table = []
     for method, values in scores.items():
-        values = np.asarray(_tensor(values).detach().cpu().numpy(), dtype=np.float64)
+        values = np.asarray(baselines._tensor(values).detach().cpu().numpy(), dtype=np.float64)
         if values.shape != classes.shape:
             raise ValueError(f"{method}: {values.shape[0]} scores for {classes.shape[0]} beats")
-        for kind in kinds:
-            members = classes == kind
-            if not members.any() or not normal.any():
-                continue
-            chosen = members | normal
+        for kind, scored in metrics.separation(values, groups, classes == against).items():
             table.append(
                 {
                     "method": method,
                     "class": kind,
-                    "beats": int(members.sum()),
-                    f"{against} beats": int(normal.sum()),
-                    "AUROC": metrics.auroc(values[chosen], members[chosen]),
-                    "AP": metrics.average_precision(values[chosen], members[chosen]),
+                    "beats": scored["beats"],
+                    f"{against} beats": int((classes == against).sum()),
+                    "AUROC": scored["AUROC"],
+                    "AP": scored["AP"],
                 }
             )
     return table

@@ -291,7 +291,8 @@ def lagged_rr(rr: np.ndarray, beats: float = QT_LAG_BEATS) -> np.ndarray:
     >>> lagged_rr(np.array([1.0, 1.0, 2.0, 1.0]), beats=1).tolist()
     [1.0, 1.0, 2.0, 1.0]
     """
-    from scipy.signal import lfilter
+    # scipy.signal is slow to import, and every start of the command line imports this module: only this needs it
+    from scipy.signal import lfilter  # noqa: PLC0415
 
     if beats < 1:
         raise ValueError(f"the lag must be at least one beat, not {beats}")
