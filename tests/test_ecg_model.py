@@ -81,9 +81,9 @@ def test_pipeline_on_the_cpu_finds_the_beats_and_the_anomalies(short_recording):
     assert quality["auroc ectopic vs normal"] > 0.5 and quality["auroc noise vs normal"] > 0.8, quality
     assert set(quality["baselines"]) == {"RR prematurity", "PCA", "median distance"}
     ranked = {"VAE": quality} | quality["baselines"]
-    best = quality["best_method"]
-    assert quality["best_method auroc ectopic vs normal"] == ranked[best]["auroc ectopic vs normal"]
-    assert all(q["auroc ectopic vs normal"] <= ranked[best]["auroc ectopic vs normal"] for q in ranked.values())
+    assert quality["best_method"] in ranked, quality.get("best_method_note")
+    assert 0.0 <= quality["best_method auroc ectopic vs normal"] <= 1.0
+    assert quality["best_method_note"] == "picked on half of the test beats, scored on the other half"
     assert quality["baselines"]["RR prematurity"]["test_beats"] == quality["test_beats"]
     assert result.beats.matrix.shape == (len(result.beats), beat_tools.BeatWindow.for_rate(ecg.fs).width)
     assert np.shares_memory(result.tensor.numpy(), result.beats.matrix)

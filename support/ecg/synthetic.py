@@ -521,7 +521,7 @@ def _generator(xp, seed: int):
     return xp.random.default_rng(seed)
 
 
-def save_truth(ecg: SyntheticECG, path) -> None:
+def save_truth(ecg: SyntheticECG | Truth, path) -> None:
     """Keep the ground truth (beats, classes, onsets, artefact stretches, sampling rate) beside the CSV, as
     ``.npz``."""
     a = ecg.artefacts

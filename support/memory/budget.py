@@ -195,12 +195,9 @@ def run(
     try:
         work = _torch_work(batch, width) if mode.startswith("torch") else _frames_work(mode, rows, chunks)
 
-        def waited():
-            work()
-            cupy.cuda.Device().synchronize()
-
         # the warm-up pays for compiling and growing the pool
-        seconds = time_wall(waited, label=mode, warmup=1, repeat=repeat).median
+        device = cupy.cuda.Device()
+        seconds = time_wall(work, label=mode, warmup=1, repeat=repeat, sync=device.synchronize).median
     except (MemoryError, RuntimeError) as exc:  # PyTorch reports a failed allocation as a RuntimeError
         error = f"{type(exc).__name__}: {summarize_error(str(exc))}"
     spill = _spill_statistics() if mode == "spill" else None
