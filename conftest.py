@@ -22,12 +22,15 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 import tempfile
 from pathlib import Path
 
 import pytest
 
-from booktools import notebooks
+from booktools import evidence, notebooks
+from booktools.mps import LIMIT_VARIABLE
+from booktools.runs import limit_bytes
 from support import claims, env
 
 NEEDS_GPU = "needs a CUDA GPU"
@@ -85,10 +88,6 @@ def pytest_sessionfinish(session):
     if not folder:
         return
     os.environ.pop(claims.LOG_VARIABLE, None)
-    from booktools import evidence
-    from booktools.mps import LIMIT_VARIABLE
-    from booktools.runs import limit_bytes
-
     found = {path.stem: evidence.read_log(path) for path in sorted(Path(folder).glob("*.jsonl"))}
     found = {name: logged for name, logged in found.items() if logged}
     if found:
@@ -136,8 +135,6 @@ def skip_or_fail():
 def close_figures():
     """Close the figures a test drew, so that matplotlib's many-open-figures warning reports a real leak only."""
     yield
-    import sys
-
     if "matplotlib.pyplot" in sys.modules:
         sys.modules["matplotlib.pyplot"].close("all")
 

@@ -18,6 +18,7 @@ import argparse
 import datetime
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -25,9 +26,14 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from booktools import records
+from booktools import gpu_ready, records
 from booktools.paths import CHAPTERS
+from support import env
 from support.claims import LOG_VARIABLE, describe
+
+# booktools.notebooks (nbclient, nbformat) and pandas are imported in the functions that use them: ``compare`` first
+# says in one line what this Python lacks (booktools.gpu_ready), and booktools.runs imports this module for its
+# records alone (``python -m booktools.runs readme`` needs neither).
 
 CLAIMS_FILE = records.CLAIMS.path
 PAGE = CHAPTERS / "91_claims_and_evidence.md"
@@ -49,8 +55,6 @@ class ClaimRun:
 
 def this_machine(label: str, mode: str, limit_bytes: int | None = None, *, today: str | None = None) -> ClaimRun:
     """An empty :class:`ClaimRun` for ``label`` and ``mode`` on this machine (GPU 0, driver, versions, date)."""
-    from support import env
-
     probe = env.probe_gpus()
     gpu = probe.gpus[0].name if probe.available else f"no GPU ({probe.problem})"
     return ClaimRun(
@@ -107,7 +111,7 @@ def record(run: ClaimRun, path: Path = CLAIMS_FILE) -> None:
 
 def chapter_title(notebook: str, folder: Path = CHAPTERS) -> str:
     """The first heading of a chapter's notebook (its name when it has none)."""
-    from booktools.notebooks import read_notebook
+    from booktools.notebooks import read_notebook  # noqa: PLC0415  # nbclient, nbformat (see the top)
 
     path = folder / f"{notebook}.ipynb"
     if path.exists():
@@ -186,8 +190,6 @@ def slug(heading: str) -> str:
     >>> slug("A first taste: one buffer, `torch.from_dlpack` and **three** frameworks")
     'a-first-taste-one-buffer-torchfrom_dlpack-and-three-frameworks'
     """
-    import re
-
     text = re.sub(r"\]\([^)]*\)", "", heading).replace("[", "")
     text = re.sub(r"(\*\*|__|`)", "", text).strip()
     return re.sub(r"[^\w\u4e00-\u9fff\- ]", "", text.lower().replace(" ", "-"))
@@ -198,9 +200,7 @@ def claim_sections(notebook: str, folder: Path = CHAPTERS) -> dict[str, tuple[st
     ``f"start.{name}_shares"``), the section it is measured in:
     the nearest heading of level 1 to 3 above its cell, and that heading's anchor (as MyST numbers repeated
     headings: ``-1``, ``-2``)."""
-    import re
-
-    from booktools.notebooks import headings, read_notebook
+    from booktools.notebooks import headings, read_notebook  # noqa: PLC0415  # nbclient, nbformat (see the top)
 
     path = folder / f"{notebook}.ipynb"
     if not path.exists():
@@ -345,7 +345,7 @@ def execute_for_claims(notebooks: Sequence[Path], log) -> dict[str, list[dict]]:
     """Execute copies of ``notebooks`` (in a scratch copy of their folder, so the committed ones stay as they are)
     with claims logged; return each notebook's claims. A chapter that stops is reported with the claims it got to.
     """
-    from booktools.notebooks import execute_notebook
+    from booktools.notebooks import execute_notebook  # noqa: PLC0415  # nbclient, nbformat (see the top)
 
     found = {}
     with tempfile.TemporaryDirectory(prefix="book-compare-") as scratch:
@@ -376,15 +376,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.action == "page":
         print(write_page())
         return 0
-    from booktools.gpu_ready import problem
-
-    said = problem("compare", args.notebooks)  # no GPU or a library missing: one line, nothing executed
+    said = gpu_ready.problem("compare", args.notebooks)  # no GPU or a library missing: one line, nothing executed
     if said:
         print(said, file=sys.stderr)
         return 2
-    import pandas as pd
+    import pandas as pd  # noqa: PLC0415  # after the check above (see the top)
 
-    from booktools import notebooks as nb
+    from booktools import notebooks as nb  # noqa: PLC0415  # after the check above (see the top)
 
     runs = load()
     if not runs:

@@ -19,14 +19,18 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from booktools import records
+from booktools import evidence, records
+from booktools.mps import check_limit
 from booktools.paths import README, ROOT
+from support import env
+from support.claims import LOG_VARIABLE
 from support.needs import NEEDS_FILE, Need
 from support.units import GIB, MIB
 
@@ -95,9 +99,7 @@ class MemorySampler:
 
 def gpu_memory_used() -> int | None:
     """Bytes in use on GPU 0 by every process, as NVML reports them (None when it cannot answer)."""
-    from support.env import card_memory
-
-    found = card_memory()
+    found = env.card_memory()
     return None if found is None else found.used
 
 
@@ -128,8 +130,6 @@ def _summary(output: str) -> str:
 
 def _run_together(notebooks: Sequence[str], commands: Sequence[list[str]], log) -> list[ChapterRun]:
     """Start every command at once; each chapter's time is from the common start to its own end."""
-    import tempfile
-
     begun = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="runs-") as scratch:
         logs = [Path(scratch) / f"{index}.log" for index in range(len(commands))]
@@ -171,11 +171,6 @@ def measure(
     written to ``log_dir/<mode>_<chapter>.log`` when a folder is given. ``on_chapter(run, claims)`` is called as
     each chapter ends, so that what was measured is kept even if a later chapter never ends (a host taken back).
     """
-    import tempfile
-
-    from booktools.evidence import read_log
-    from support.claims import LOG_VARIABLE
-
     commands = [command_for(mode, notebook) for notebook in notebooks]
     chapters: list[ChapterRun] = []
     started = time.perf_counter()
@@ -191,7 +186,7 @@ def measure(
                     done = subprocess.run(
                         command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=environment
                     )
-                logged = read_log(claims_log)
+                logged = evidence.read_log(claims_log)
                 if claims is not None:
                     claims[chapter_name(notebook)] = logged
                 if log_dir is not None:
@@ -221,8 +216,6 @@ def limit_bytes(limit: str) -> int:
     >>> limit_bytes("16G") == 16 * GIB, limit_bytes("512M") == 512 * MIB
     (True, True)
     """
-    from booktools.mps import check_limit
-
     number = float(check_limit(limit)[:-1])
     return int(number * (GIB if limit.endswith("G") else MIB))
 
@@ -377,8 +370,6 @@ def record_chapter(
 ) -> None:
     """Record one chapter as soon as it ends: its time and memory in the one-at-a-time group of ``label`` and
     ``mode`` (merged with the chapters recorded before), and the claims it checked on this machine."""
-    from booktools import evidence
-
     record(RunGroup(label, mode, False, chapter.seconds, chapter.peak_bytes, [chapter], limit), runs_file or RUNS_FILE)
     if claims:
         run = evidence.this_machine(label, mode, limit)
@@ -406,8 +397,6 @@ def main(argv: list[str] | None = None) -> int:
         write_needs()
         return 0
     limit = limit_bytes(args.memory_limit) if args.memory_limit else None
-    from booktools import evidence
-
     label = args.label or evidence.this_machine("", args.mode).gpu.removeprefix("NVIDIA ")
 
     def keep(chapter: ChapterRun, logged: list[dict]) -> None:

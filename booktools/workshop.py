@@ -35,12 +35,19 @@ file a notebook names is there; :func:`read_through` reads the written edition a
 from __future__ import annotations
 
 import argparse
+import copy
 import re
+import shutil
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+import nbformat
+import yaml
+
+from booktools import agendas, doctor, notebooks
 from booktools.paths import BUILD, ROOT
+from support import needs
 
 OUT = BUILD / "workshop"
 SOLUTION_START = re.compile(r"```\{solution-start\}")
@@ -98,8 +105,6 @@ class WorkshopError(ValueError):
 
 def book_url(config: Path = ROOT / "_config.yml") -> str | None:
     """The published book's address: ``html.baseurl`` in the book's ``_config.yml``; None when it is not set."""
-    import yaml
-
     if not config.exists():
         return None
     settings = yaml.safe_load(config.read_text()) or {}
@@ -120,8 +125,6 @@ def exercise_labels(notebook) -> list[str]:
 def exercise_numbers(chapters: list[Path]) -> dict[str, str]:
     """Each exercise's number as the book gives it (``"3.2"``): the chapter's number (the file name's first two
     digits) and the exercise's place in it, a chapter's second page going on from its first."""
-    import nbformat
-
     numbers, counts = {}, {}
     for path in sorted(chapters):
         chapter = int(path.name[:2]) if path.name[:2].isdigit() else 0
@@ -168,8 +171,6 @@ def exercise_heading(text: str, number: str) -> str:
 
 def answer_cell(label: str):
     """The empty code cell a participant writes an exercise's answer in (a stable id, from the label)."""
-    import nbformat
-
     cell = nbformat.v4.new_code_cell("")
     cell.id = re.sub(r"[^A-Za-z0-9_-]", "-", f"answer-{label}")[:64]
     cell.metadata = {"tags": ["answer"]}
@@ -269,8 +270,6 @@ def participant_notebook(notebook, name: str = "notebook", numbers: dict[str, st
     """A copy of ``notebook`` for participants: solutions removed, exercises rendered for Jupyter (numbered from
     ``numbers``; without them, 1, 2, ... within this notebook), outputs and execution counts cleared, links to
     pages outside ``pages`` (the edition's chapter names) pointed at the published book (``url``)."""
-    import copy
-
     edition = copy.deepcopy(notebook)
     cells = participant_cells(edition, name)
     if numbers is None:
@@ -318,8 +317,6 @@ def named_files(notebook) -> set[str]:
 def missing_files(folder: Path, source: Path) -> list[str]:
     """The files the notebooks in ``folder`` name that exist beside the book's chapters (``source``) but not in
     ``folder``: what a participant would miss. Names that are nowhere (a file a cell writes) are not counted."""
-    import nbformat
-
     missing = []
     for path in sorted(folder.glob("*.ipynb")):
         for name in sorted(named_files(nbformat.read(path, as_version=4))):
@@ -339,17 +336,11 @@ def write_edition(
     """Write the participant edition of ``chapters`` (the teachers' page left out) into ``out``, with the files they
     open, a README and ``check_setup.py``; return the notebooks written. With ``teacher_out``, the teacher's
     expected-output sheet goes there. Raises :class:`WorkshopError` if a named file is missing."""
-    import shutil
-
-    import nbformat
-
     out.mkdir(parents=True, exist_ok=True)
     written = []
     chapters = participant_chapters(list(chapters))
     source = chapters[0].parent if chapters else out
-    from booktools.notebooks import chapters_in
-
-    numbers = exercise_numbers(participant_chapters(chapters_in(source)))
+    numbers = exercise_numbers(participant_chapters(notebooks.chapters_in(source)))
     pages = {path.stem for path in chapters}
     for asset in ASSETS:
         if (source / asset).is_dir():
@@ -397,8 +388,6 @@ def expected_sheet(chapters: Sequence[Path], edition: Path, lines: int = 8) -> s
     executed notebooks, ``chapters``), each code cell of the edition that printed something in the book's run,
     under its section, numbered as Jupyter numbers it when the chapter runs from the top once (``In [12]``), with
     the first ``lines`` lines of what it printed. Figures are named, not drawn; claims show their ✓ line."""
-    from booktools.notebooks import read_notebook
-
     text = [
         "# Expected outputs, for the teacher",
         "",
@@ -408,13 +397,13 @@ def expected_sheet(chapters: Sequence[Path], edition: Path, lines: int = 8) -> s
         "",
     ]
     for path in chapters:
-        book = {cell.get("id"): cell for cell in read_notebook(path).cells}
+        book = {cell.get("id"): cell for cell in notebooks.read_notebook(path).cells}
         participant = edition / path.name
         if not participant.exists():
             continue
         text += [f"## {path.stem}", ""]
         count = 0
-        for cell in read_notebook(participant).cells:
+        for cell in notebooks.read_notebook(participant).cells:
             if cell.cell_type == "markdown" and cell.source.lstrip().startswith("#"):
                 heading = cell.source.lstrip().splitlines()[0].lstrip("#").strip()
                 text += [f"### {heading}", ""]
@@ -467,9 +456,6 @@ def check_seat(chapters: list[str], folder: Path | None = None) -> int:
     (:mod:`booktools.doctor`: driver, libraries, one use of each on the GPU) with the memory check against the
     largest need of ``chapters`` (:mod:`support.needs`), then the files the notebooks open. Prints one line per
     check and returns the exit status (1 on a blocker)."""
-    from booktools import doctor
-    from support import needs
-
     folder = Path.cwd() if folder is None else folder
     machine = doctor.probe_machine()
     measured = [need.peak_bytes for name in chapters if (need := needs.of(name)) is not None]
@@ -494,8 +480,6 @@ def read_through(folder: Path) -> list[str]:
     """The edition in ``folder`` read as a participant reads it in Jupyter: the problems found, [] when none. Each
     notebook opens with nbformat; no MyST markup shows; each ``Exercise N.k`` heading is followed, before the next
     heading, by an empty code cell; every link and image resolves inside the folder or is absolute."""
-    import nbformat
-
     problems = []
     for path in sorted(folder.glob("*.ipynb")):
         cells = nbformat.read(path, as_version=4).cells
@@ -521,8 +505,6 @@ def read_through(folder: Path) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from booktools import agendas, notebooks
-
     parser = argparse.ArgumentParser(prog="python -m booktools.workshop", description=__doc__.split("\n")[0])
     parser.add_argument("out", nargs="?", type=Path, default=OUT, help=f"the edition's folder (default {OUT})")
     parser.add_argument("--agenda", help=f"only this agenda's chapters: {', '.join(agendas.AGENDAS)}")
