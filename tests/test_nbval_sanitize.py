@@ -65,6 +65,21 @@ CASES = {
         "CPU: AMD EPYC 9454 48-Core Processor: 32 cores for this process (of 192)",
         "CPU: Intel(R) Xeon(R) Processor: 16 cores for this thread (of 16)",
     ),
+    "chapter 3, the CPU engine's machine": (
+        "CPU engine on Intel(R) Xeon(R) Processor: 16 cores for this process (of 16)",
+        "CPU engine on AMD EPYC 9454 48-Core Processor: 32 cores for this process (of 32)",
+        "GPU engine on Intel(R) Xeon(R) Processor: 16 cores for this process (of 16)",
+    ),
+    "chapter 3, Polars' thread pool": (
+        "Polars' thread pool: 16 threads",
+        "Polars' thread pool: 32 threads",
+        "Polars' process pool: 16 threads",
+    ),
+    "chapter 3, how many of ten racing launches were wrong": (
+        "kernel launched on x, the interface names no stream                         9/10 wrong",
+        "kernel launched on x, the interface names no stream                        10/10 wrong",
+        "kernel launched on x, the interface names no stream                         0/10 wrong",
+    ),
     "chapter 1, CPU cores": (
         "the CPU contenders use 16 CPU cores",
         "the CPU contenders use 128 CPU cores",
