@@ -171,7 +171,13 @@ def _compiled_sum_kernel():
 
 def compiled_sum(d):
     """The sum of the CuPy array ``d`` by a ``cupy.ReductionKernel``: CuPy compiles it (NVRTC) at its first call
-    for a dtype, unless its kernel cache (``CUPY_CACHE_DIR``) holds it already; later calls reuse it."""
+    for a dtype, unless its kernel cache (``CUPY_CACHE_DIR``) holds it already; later calls reuse it.
+
+    Under CuPy 14.2's default ``CUPY_ACCELERATORS`` (``cub``), a ``ReductionKernel`` on a contiguous array of 128 or
+    more values is compiled around CUB's block-level reduction (``cupy/_core/_cub_reduction.pyx``), which is why
+    its first compile reads CUB's headers and takes seconds: both this and ``d.sum()`` run on CUB, the latter on
+    the device-wide reduction built into CuPy, so nothing is compiled at its first call.
+    """
     return _compiled_sum_kernel()(d)
 
 
