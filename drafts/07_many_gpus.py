@@ -43,6 +43,7 @@
 
 # %%
 import contextlib
+import os
 import shutil
 import statistics
 import tempfile
@@ -69,6 +70,7 @@ env.banner(env.GPU_STACK + ("dask", "distributed", "dask_cuda", "dask_cudf"))
 
 # %%
 from support.many_gpus.cluster import (
+    MULTICAST_OFF,
     PLACEMENTS,
     Placement,
     available_transports,
@@ -112,6 +114,8 @@ from support.many_gpus.timing import (
 )
 from support.many_gpus.utilisation import BUSY
 
+for variable, value in MULTICAST_OFF.items():  # NVLink multicast off, workers too
+    os.environ.setdefault(variable, value)
 TOUR = Placement(2, workers_per_gpu=2 if GPUS < 2 else 1)  # the tour's cluster
 if GPUS < 2:
     print("one GPU here: the tour's two workers share it; no two-GPU cluster runs")
@@ -512,7 +516,8 @@ print(top.head(8).round(4).to_string(index=False))
 #
 # The speed-up of the **second GPU** is (2) against (3): the same two processes, with one GPU or two.
 # `make_cluster(..., workers_per_gpu=2)` builds (2). Dask-CUDA's `LocalCUDACluster` cannot: it names each worker
-# after its device, so `CUDA_VISIBLE_DEVICES="0,0"` starts one worker and refuses the second. `make_cluster`
+# after its device, so with `CUDA_VISIBLE_DEVICES="0,0"` its constructor refuses to start ("Can not scale beyond
+# visible devices"). `make_cluster`
 # starts one worker and adds a copy of its specification beside it (`share_each_worker_s_device`): the same
 # environment and so the same GPU, the same RMM pool size and the same setup.
 #
@@ -827,9 +832,10 @@ else:
 # a fresh Python that first runs the starting script's top level again (everything outside
 # `if __name__ == "__main__":`), and only then, inside the new process, sets the worker's environment (distributed's
 # `Nanny` applies its `env` there). Whatever the top level does with CUDA therefore happens in every worker while
-# all GPUs are visible, and device 0 is the machine's GPU 0. Nothing warns over TCP, as here: only with
-# `protocol="ucx"` does Dask-CUDA check a worker's context (`dask_cuda.initialize`: "should have a CUDA context
-# assigned to device ..."), so a run like the one below is how to see it. `LocalCUDACluster` also sets `RAPIDS_NO_INITIALIZE` in the starting process, which the
+# all GPUs are visible, and device 0 is the machine's GPU 0. Dask-CUDA does check (`dask_cuda.initialize`, for every
+# protocol in 26.10: "should have a CUDA context assigned to device ..."), but it warns in each worker's
+# log, which goes to the starting script's stderr, not to a notebook; the run below shows both the warnings and
+# where each worker computes. `LocalCUDACluster` also sets `RAPIDS_NO_INITIALIZE` in the starting process, which the
 # workers inherit, so that RAPIDS libraries imported at a script's top level skip their CUDA set-up.
 #
 # A notebook is different: spawned workers do not run its cells again, so a context the notebook makes (this one
@@ -845,7 +851,12 @@ if GPUS >= 2:
     landed = {code: worker_gpus(code) for code in TOP_LEVEL}
     for code, rows in landed.items():
         print(f"at the script's top level: {code}")
-        print(rows.drop(columns="CUDA_VISIBLE_DEVICES").to_string(), end="\n\n")
+        print(rows.drop(columns="CUDA_VISIBLE_DEVICES").to_string())
+        warned = rows.attrs["context warnings"]
+        print(f"{len(warned)} lines of the workers' logs mention a CUDA context")
+        for line in warned:
+            print("  " + line[-150:])
+        print()
 else:
     print("one GPU here: every worker's GPU is GPU 0 whatever the script does")
 

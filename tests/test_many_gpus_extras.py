@@ -143,3 +143,21 @@ def test_flushing_a_file_without_the_advice_is_the_drop_s_control(tmp_path):
     path = tmp_path / "a.csv"
     path.write_text("1.0\n2.0\n")
     assert host.drop_from_page_cache(path, advise=False) == 8 and path.read_text() == "1.0\n2.0\n"
+
+
+def test_the_workers_context_warnings_come_back_beside_their_rows(monkeypatch):
+    rows = '[{"pid": 1, "CUDA_VISIBLE_DEVICES": "1,0", "its GPU": 1, "arrays on GPU": 0}]'
+    log = (
+        "2026-11-26 distributed.worker - INFO - Start worker\n"
+        "2026-11-26 dask_cuda.initialize - WARNING - Worker with process ID 1 should have a CUDA context assigned to"
+        " device 1, but instead the CUDA context is on device 0\n"
+    )
+
+    def run(command, **_):
+        return subprocess.CompletedProcess(command, 0, f"ROWS {rows}\n", log)
+
+    monkeypatch.setattr(subprocess, "run", run)
+    frame = contexts.worker_gpus("nothing")
+    assert list(frame.index) == [1]
+    (warning,) = frame.attrs["context warnings"]
+    assert "should have a CUDA context assigned to device 1" in warning

@@ -127,7 +127,13 @@ def make_cluster(
         start = functools.partial(LocalCluster, n_workers=placement.gpus, **options)
     else:
         raise ValueError(f"kind must be 'gpu' or 'cpu', not {kind!r}")
-    with dask.config.set({"distributed.scheduler.work-stealing": work_stealing}):  # read when the scheduler starts
+    settings = {
+        "distributed.scheduler.work-stealing": work_stealing,
+        # a task pinned to a worker that died (its nanny restarts it under a new address) fails after this
+        # instead of waiting for ever
+        "distributed.scheduler.no-workers-timeout": "120s",
+    }
+    with dask.config.set(settings):  # read when the scheduler starts
         cluster = start()
     if workers_per_gpu > 1:
         share_each_worker_s_device(cluster, workers_per_gpu)
@@ -140,9 +146,9 @@ def share_each_worker_s_device(cluster, workers_per_device: int) -> None:
     same ``CUDA_VISIBLE_DEVICES`` and GPU, the same RMM pool size and plugins. Returns when all have arrived.
 
     Why not ``LocalCUDACluster(CUDA_VISIBLE_DEVICES="0,0")``: dask-cuda names each worker after its device
-    (``new_worker_spec`` takes ``min(set(CUDA_VISIBLE_DEVICES) - set(worker_spec))``, 26.10), so a repeated
-    device starts one worker and the second raises "Can not scale beyond visible devices". A ``SpecCluster``
-    starts every entry of its ``worker_spec`` that is not running when it is scaled to their number.
+    (``new_worker_spec`` takes ``min(set(CUDA_VISIBLE_DEVICES) - set(worker_spec))``, 26.10), so with a repeated
+    device the constructor raises "Can not scale beyond visible devices" before any worker starts. A
+    ``SpecCluster`` starts every entry of its ``worker_spec`` that is not running when it is scaled to their number.
 
     Each copy keeps the first worker's limits and its CPU affinity (the cores Dask-CUDA pinned it to, near its
     GPU): :func:`make_cluster` divides the memory limits before the first worker starts (:func:`shared_limits`),

@@ -7,9 +7,10 @@ environment (distributed's ``Nanny`` applies ``env``, with ``CUDA_VISIBLE_DEVICE
 CUDA driver reads ``CUDA_VISIBLE_DEVICES`` once, when it initializes. So a CUDA call at a script's top level (an
 array made with CuPy, some imports that touch the GPU) initializes the driver in every worker while all GPUs
 are visible: its device 0 is the machine's GPU 0, and every worker computes there, whatever its
-``CUDA_VISIBLE_DEVICES`` says afterwards. Only over UCX does Dask-CUDA look (``dask_cuda.initialize`` checks a
-worker's context for ``protocol="ucx"`` or ``"ucxx"`` and warns "should have a CUDA context assigned to device
-..."); over TCP, as in this chapter, nothing warns, and a run like :func:`worker_gpus` is how to see it.
+``CUDA_VISIBLE_DEVICES`` says afterwards. Dask-CUDA warns in each worker's log (``dask_cuda.initialize``, for
+every protocol since dask-cuda PR #1548: a context already exists on device 0, and "should have a CUDA context
+assigned to device ..."), but the log is the worker's stderr, which a notebook does not show: :func:`worker_gpus`
+returns those lines beside what each worker computes on.
 
 A notebook is not re-run by spawned workers (its ``__main__`` has no file), so a context the notebook makes
 costs only its own memory on its GPU 0 (that of the first worker).
@@ -107,7 +108,8 @@ def where_my_arrays_live() -> dict[str, object]:
 def worker_gpus(top_level: str, *, workers: int = 2, timeout: float = 240):
     """Run :func:`script` with ``top_level`` in a fresh Python (this package importable) and return one row per
     worker (a pandas DataFrame indexed by process id): its ``CUDA_VISIBLE_DEVICES``, the GPU that names, and the
-    GPU its arrays landed on."""
+    GPU its arrays landed on. The lines of the workers' logs that mention a CUDA context (Dask-CUDA's warnings,
+    which go to the script's stderr) are in the frame's ``attrs["context warnings"]``."""
     root = str(Path(__file__).resolve().parents[2])
     env = os.environ | {"PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
     env = without_multicast(env)  # NVLink multicast off, unless the caller's environment says otherwise
@@ -123,4 +125,6 @@ def worker_gpus(top_level: str, *, workers: int = 2, timeout: float = 240):
     if done.returncode or not lines:
         tail = "\n".join(done.stderr.strip().splitlines()[-8:])
         raise RuntimeError(f"the cluster script failed (exit {done.returncode}):\n{tail}")
-    return pd.DataFrame(json.loads(lines[-1][5:])).set_index("pid")
+    frame = pd.DataFrame(json.loads(lines[-1][5:])).set_index("pid")
+    frame.attrs["context warnings"] = [line.strip() for line in done.stderr.splitlines() if "CUDA context" in line]
+    return frame
