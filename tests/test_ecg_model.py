@@ -227,3 +227,38 @@ def test_traffic_adds_copies_by_direction_and_refuses_unknown_ones():
         meter.between("a", "d")
     with pytest.raises(ValueError, match="unknown direction"):
         traffic.copies_in_trace([{"cat": "gpu_memcpy", "name": "Memcpy ???", "args": {"bytes": 1}}])
+
+
+def test_training_says_why_its_steps_ran_eagerly_and_refuses_a_graph_it_cannot_capture(monkeypatch):
+    beats = torch.randn(64, 16)
+    ready, why_not = vae.graph_ready(beats.device)
+    assert not ready and "CUDA device" in why_not
+    trained = vae.train(beats, epochs=1, batch_size=16, progress=False)
+    assert (trained.steps_ran, trained.step_note) == ("eager", why_not)
+    with pytest.raises(ValueError, match="graph=True, but CUDA graphs need a CUDA device"):
+        vae.train(beats, epochs=1, batch_size=16, progress=False, graph=True)
+    # on a CUDA device, PyTorch routed to RMM's pool is the other reason (the capture fails there)
+    monkeypatch.setattr(vae.pools, "pytorch_on_rmm", lambda: True)
+    ready, why_not = vae.graph_ready(torch.device("cuda"))
+    assert not ready and "RMM" in why_not
+    monkeypatch.setattr(vae.pools, "pytorch_on_rmm", lambda: False)
+    assert vae.graph_ready(torch.device("cuda")) == (True, "")
+
+
+def test_a_stage_counts_pytorch_s_own_allocations_only_when_pytorch_allocates_on_the_gpu_by_itself():
+    with pipeline._pytorch_scope() as use:  # no CUDA here: nothing to count, no error
+        torch.zeros(1024)
+    assert (use.peak_bytes, use.held_after) == (0, 0)
+    log = pipeline.StageLog()
+    with log.stage("work"):
+        torch.zeros(1024)
+    assert log.reports[0].name == "work" and log.reports[0].memory.peak_bytes == 0
+
+
+def test_the_stream_figure_has_fixed_margins_and_other_figures_keep_the_constrained_layout():
+    fig = plots.stream_figure(np.zeros(250 * 60, np.float32), 250.0)
+    assert fig.get_layout_engine() is None
+    assert fig.subplotpars.left == plots.STREAM_MARGINS["left"]
+    assert fig.subplotpars.hspace == plots.STREAM_MARGINS["hspace"]
+    other = plots.lengths_figure(np.full(100, 200.0), 250.0)
+    assert type(other.get_layout_engine()).__name__ == "ConstrainedLayoutEngine"

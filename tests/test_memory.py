@@ -22,6 +22,7 @@ from support.memory import (
     oom,
     oversubscription,
     plots,
+    pools,
     torch_setups,
     workload,
 )
@@ -524,3 +525,12 @@ def test_oom_rows_say_what_happened_even_when_a_process_failed():
     )
     assert [row["the request"] for row in table] == ["OutOfMemoryError", "the process failed: boom", "fits"]
     assert table[0]["reserved before it"] == "600.00 MiB" and table[1]["allocated before it"] == "—"
+
+
+def test_use_one_pool_says_whether_it_routed_pytorch(monkeypatch):
+    monkeypatch.setattr(pools, "_active", None)
+    assert not pools.pytorch_on_rmm()
+    monkeypatch.setattr(pools, "_active", pools.PoolReport(GIB, ["cuDF", "CuPy"], "pool"))
+    assert not pools.pytorch_on_rmm()  # use_one_pool(pytorch=False): the middle way
+    monkeypatch.setattr(pools, "_active", pools.PoolReport(GIB, ["cuDF", "CuPy", "PyTorch"], "pool"))
+    assert pools.pytorch_on_rmm()
