@@ -33,6 +33,18 @@ def test_median_distance_and_pca_score_an_odd_row_highest():
         baselines.PCABaseline.fit(train, 40)
 
 
+def test_pca_from_the_covariance_reconstructs_as_the_singular_vectors_do():
+    generator = torch.Generator().manual_seed(3)
+    mixing = torch.randn(24, 24, generator=generator)
+    train = torch.randn(2000, 24, generator=generator) @ mixing
+    rows = torch.randn(100, 24, generator=generator) @ mixing
+    fitted = baselines.PCABaseline.fit(train, 5)
+    _, _, v = torch.linalg.svd(train - train.mean(dim=0), full_matrices=False)
+    singular = baselines.PCABaseline(train.mean(dim=0), v[:5].T.contiguous())
+    assert fitted.directions.shape == (24, 5) and fitted.directions.dtype == train.dtype
+    torch.testing.assert_close(fitted.scores(rows), singular.scores(rows), rtol=1e-4, atol=1e-4)
+
+
 def test_rr_prematurity_is_high_for_premature_beats_and_higher_with_a_pause():
     rr = np.full(40, 0.8)
     rr[10] = 0.5  # a supraventricular beat: early, no full pause

@@ -358,22 +358,49 @@ def test_a_command_line_run_from_a_notebook_reports_its_error_in_one_exception(t
     assert not (tmp_path / "run").exists()
 
 
-def test_the_speed_table_sets_cold_and_warm_stages_of_each_run_side_by_side():
+def test_the_speed_tables_set_each_run_beside_the_others_cold_and_warm():
     def run(scale):
         return {
             "setup_seconds": 1.0 * scale,
+            "pipeline_seconds": 2.0 * scale,
+            "figures_seconds": 0.5,
             "total_seconds": 5.0 * scale,
             "training_steps": "CUDA graph" if scale < 1 else "eager",
             "stages": [{"stage": "read", "seconds": 0.2 * scale}, {"stage": "train", "seconds": 1.0 * scale}],
             "warm": [{"read_to_plot_seconds": t * scale, "stages": {"read": 0.1, "train": 0.4}} for t in (1, 2, 9)],
         }
 
-    rows = cli_runs.speed_rows({"before": run(1.0), "after": run(0.5)})
-    table = {row["what"]: row for row in rows}
-    assert list(table)[:4] == ["read (cold)", "train (cold)", "read (warm)", "train (warm)"]
-    assert table["read → drawn plot (warm, median and range)"]["before"] == "2.00 s (1.00 s–9.00 s)"
-    assert table["training steps ran"] == {"what": "training steps ran", "before": "eager", "after": "CUDA graph"}
+    runs = {"before": run(1.0), "after": run(0.5)}
+    cold = cli_runs.stage_rows(runs, "cold")
+    assert cold == [
+        {"stage": "read", "before": "200 ms", "after": "100 ms"},
+        {"stage": "train", "before": "1.00 s", "after": "500 ms"},
+    ]
+    assert cli_runs.stage_rows(runs, "warm")[1] == {"stage": "train", "before": "400 ms", "after": "400 ms"}
+    with pytest.raises(ValueError, match="'cold' or 'warm'"):
+        cli_runs.stage_rows(runs, "hot")
+    table = {row["part"]: row for row in cli_runs.total_rows(runs)}
+    assert table["start-up"] == {"part": "start-up", "before": "1.00 s", "after": "500 ms"}
+    assert table["synthesis and CSV"]["before"] == "none" and table["figures saved"]["after"] == "500 ms"
+    assert table["warm read → plot"]["before"] == "2.00 s" and table["  its range"]["before"] == "1.00 s–9.00 s"
+    assert table["training steps"] == {"part": "training steps", "before": "eager", "after": "CUDA graph"}
     assert cli_runs.warm_read_to_plot(run(0.5)) == 1.0
+
+
+def test_settings_are_compared_after_one_unreported_run_that_fills_the_cache(tmp_path, monkeypatch):
+    started = []
+
+    def fake_run(arguments, *, out):
+        started.append((list(map(str, arguments)), out.name))
+        return {"arguments": list(map(str, arguments))}
+
+    monkeypatch.setattr(cli_runs, "run_command_line", fake_run)
+    runs = cli_runs.compare_settings(tmp_path / "a.csv", None, {"x": ["--eager"], "y": []}, warm=2, folder=tmp_path)
+    assert [out for _, out in started] == ["cache-filling-run", "run-0", "run-1"]
+    assert started[0][0] == started[1][0] and runs["x"]["arguments"][-1] == "--eager"
+    assert "--truth" not in runs["y"]["arguments"] and runs["y"]["arguments"][-2:] == ["--warm", "2"]
+    with pytest.raises(ValueError, match="at least one setting"):
+        cli_runs.compare_settings(tmp_path / "a.csv", None, {}, folder=tmp_path)
 
 
 def test_warm_passes_are_refused_outside_their_range_and_gpu_settings_on_the_cpu(tmp_path, capsys):

@@ -255,10 +255,12 @@ def test_a_stage_counts_pytorch_s_own_allocations_only_when_pytorch_allocates_on
     assert log.reports[0].name == "work" and log.reports[0].memory.peak_bytes == 0
 
 
-def test_the_stream_figure_has_fixed_margins_and_other_figures_keep_the_constrained_layout():
+def test_the_command_lines_figures_have_fixed_margins_and_the_others_keep_the_constrained_layout():
     fig = plots.stream_figure(np.zeros(250 * 60, np.float32), 250.0)
     assert fig.get_layout_engine() is None
     assert fig.subplotpars.left == plots.STREAM_MARGINS["left"]
     assert fig.subplotpars.hspace == plots.STREAM_MARGINS["hspace"]
-    other = plots.lengths_figure(np.full(100, 200.0), 250.0)
+    lengths = plots.lengths_figure(np.full(100, 200.0), 250.0)
+    assert lengths.get_layout_engine() is None and lengths.subplotpars.bottom == plots.LENGTHS_MARGINS["bottom"]
+    other = plots.filter_figure(*(np.zeros(250 * 10, np.float32),) * 3, 250.0, start_s=1.0, seconds=2.0)
     assert type(other.get_layout_engine()).__name__ == "ConstrainedLayoutEngine"

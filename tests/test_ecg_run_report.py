@@ -11,21 +11,24 @@ def _run(**extra):
 
 
 def test_time_parts_name_each_part_and_the_training_within_the_pipeline():
-    parts = run_report.time_parts(_run(synthesize_and_write_seconds=12.5))
+    parts = run_report.time_parts(_run(synthesize_and_write_seconds=12.5, quality_seconds=0.5))
     assert parts == {
-        "in all": "9.00 s",
         "start-up": "3.00 s",
         "synthesis and CSV": "12.5 s",
         "pipeline": "4.00 s",
         "of which training": "2.50 s",
+        "quality report": "500 ms",
+        "figures saved": "none",
+        "start to finish": "9.00 s",
     }
     assert run_report.time_parts(_run())["synthesis and CSV"] == "none"  # it read a CSV it was given
     assert run_report.training_seconds(_run()) == 2.5
 
 
-def test_time_table_has_a_row_per_run_named_first():
+def test_time_table_has_a_row_per_part_and_a_column_per_run():
     rows = run_report.time_table({"first": _run(synthesize_and_write_seconds=1.0), "second": _run()})
-    assert [row["run"] for row in rows] == ["first", "second"] and list(rows[0])[0] == "run"
+    assert [row["part"] for row in rows] == list(run_report.PARTS)
+    assert rows[1] == {"part": "synthesis and CSV", "first": "1.00 s", "second": "none"}
 
 
 def test_a_report_without_a_train_stage_is_refused_in_one_line():

@@ -342,12 +342,16 @@ def run(args: argparse.Namespace) -> int:
         report["traffic"] = {name: vars(copies) for name, copies in meter.stages.items()}
         report["bytes_across_host_link_after_read"] = meter.between("convolve", "score").across_host_link
     if truth is not None:
+        started = time.perf_counter()
         report["quality"] = pipeline.evaluate(result, *truth)
+        report["quality_seconds"] = time.perf_counter() - started  # the VAE and the baselines scored
+    started = time.perf_counter()
     output_folder.make_folder(args.out)
     with output_folder.create(args.out / "stream.png", overwrite=args.overwrite) as figure:
         plots.stream_figure(result.recording.signal, args.fs, result.beats.peaks).savefig(figure)
     with output_folder.create(args.out / "lengths.png", overwrite=args.overwrite) as figure:
         plots.lengths_figure(result.lengths, args.fs).savefig(figure)
+    report["figures_seconds"] = time.perf_counter() - started
     report["total_seconds"] = time.perf_counter() - STARTED
     if args.warm:
         report["warm"] = [warm_read_to_plot(path, config, args) for _ in range(args.warm)]

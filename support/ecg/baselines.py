@@ -76,8 +76,13 @@ class PCABaseline:
         if not 1 <= components < min(train.shape):
             raise ValueError(f"need between 1 and {min(train.shape) - 1} components, not {components}")
         mean = train.mean(dim=0)
-        _, _, v = torch.linalg.svd(train - mean, full_matrices=False)
-        return cls(mean, v[:components].T.contiguous())
+        centred = train - mean
+        # The directions are the top eigenvectors of the width × width covariance: a product on the rows' device,
+        # then a small symmetric eigenproblem on the host (float64), which loads no GPU solver library.
+        covariance = (centred.T @ centred).double().cpu()
+        _, vectors = torch.linalg.eigh(covariance)  # eigenvalues ascending
+        directions = vectors[:, -components:].flip(1).to(device=train.device, dtype=train.dtype)
+        return cls(mean, directions.contiguous())
 
     def scores(self, rows, batch_size: int = 65536):
         """The squared reconstruction error of each row through the components."""

@@ -2,17 +2,17 @@
 times set side by side: how long a user waits, cold and warm, with one setting or another.
 
 :func:`run_command_line` starts one run and returns its ``metrics.json``; :func:`compare_settings` runs several
-settings on the same CSV, each twice (the first run fills Python's bytecode cache, as any second use of an
-installed package finds it; the second is the one reported); :func:`speed_rows` tabulates their stages, cold
-(the run's own pass) and warm (the median of its ``--warm`` passes), and the wait from start to finish.
+settings on the same CSV, after one run that fills Python's bytecode cache (as any second use of an installed
+package finds it); :func:`stage_rows` tabulates their stages, cold (the run's own pass) or warm (the median of its
+``--warm`` passes), one column per setting, and :func:`total_rows` the waits: the parts of a run's own pass
+(:mod:`support.ecg.run_report`), then warm read to drawn plot with its range.
 
 >>> run = {"setup_seconds": 2.0, "pipeline_seconds": 3.0, "total_seconds": 6.0, "training_steps": "eager",
 ...        "stages": [{"stage": "read", "seconds": 0.5}, {"stage": "train", "seconds": 2.0}],
 ...        "warm": [{"read_to_plot_seconds": 1.0, "stages": {"read": 0.1, "train": 0.5}},
 ...                 {"read_to_plot_seconds": 3.0, "stages": {"read": 0.3, "train": 0.7}}]}
->>> rows = speed_rows({"before": run})
->>> [(r["what"], r["before"]) for r in rows][:3]
-[('read (cold)', '500 ms'), ('train (cold)', '2.00 s'), ('read (warm)', '200 ms')]
+>>> [(r["stage"], r["before"]) for r in stage_rows({"before": run}, "warm")]
+[('read', '200 ms'), ('train', '600 ms')]
 >>> warm_read_to_plot(run)
 2.0
 """
@@ -20,14 +20,15 @@ installed package finds it; the second is the one reported); :func:`speed_rows` 
 from __future__ import annotations
 
 import json
-import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from support.bench import format_seconds
+from support.bench import Timing, format_seconds
+from support.ecg import run_report
 from support.fresh_process import environment
 
 #: The environment of a run: Python may cache bytecode (as it does for a user), in a folder of its own.
@@ -39,68 +40,85 @@ class CommandLineError(RuntimeError):
 
 
 def run_command_line(arguments: Sequence[str], *, out: Path, timeout: float = 600) -> dict:
-    """Run ``python -m support.ecg ARGUMENTS --out OUT --no-progress`` in a new process; return its metrics.
+    """Run ``python -m support.ecg ARGUMENTS --out OUT --no-progress`` in a new process; return its metrics, with
+    ``"process_seconds"`` added: the wall time of the whole process as this side saw it, from its start to its
+    exit (Python's start and exit included, and the ``--warm`` passes when asked for).
 
     ``out`` must not hold an earlier run's files (the command line refuses to replace them).
     """
     command = [sys.executable, "-m", "support.ecg", *map(str, arguments), "--out", str(out), "--no-progress"]
-    support_root = str(Path(__file__).resolve().parents[2])
+    # support/ first on the child's path, as support.fresh_process does for its children (this module runs a
+    # command line, not a function, so it starts the process itself)
     changes = dict(CACHE_ENV)
     existing = environment().get("PYTHONPATH")
-    changes["PYTHONPATH"] = support_root + (f":{existing}" if existing else "")
+    changes["PYTHONPATH"] = str(Path(__file__).resolve().parents[2]) + (f":{existing}" if existing else "")
+    started = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=environment(changes))
     if done.returncode != 0:
         tail = "\n".join(done.stderr.strip().splitlines()[-5:])
         raise CommandLineError(f"{' '.join(command[1:])} ended with exit {done.returncode}:\n{tail}")
-    return json.loads((out / "metrics.json").read_text())
+    process_seconds = time.perf_counter() - started
+    return json.loads((out / "metrics.json").read_text()) | {"process_seconds": process_seconds}
 
 
 def compare_settings(
     csv: Path, truth: Path | None, settings: Mapping[str, Sequence[str]], *, warm: int = 3, folder: Path
 ) -> dict[str, dict]:
-    """Each of ``settings`` (a name and its extra arguments) run twice in fresh processes on ``csv`` with
-    ``--warm WARM``; returns the second run's metrics per name. Runs go into new folders under ``folder``."""
+    """Each of ``settings`` (a name and its extra arguments) run once in a fresh process on ``csv`` with ``--warm
+    WARM``, after one run of the first setting that is not reported (it fills the bytecode cache every later run
+    finds); returns each setting's metrics. Runs go into new folders under ``folder``."""
     if warm < 1:
         raise ValueError(f"ask for at least one warm pass, not {warm}")
+    if not settings:
+        raise ValueError("name at least one setting")
     base = ["--input", csv, "--warm", warm] + (["--truth", truth] if truth is not None else [])
-    runs = {}
-    for number, (name, extra) in enumerate(settings.items()):
-        for attempt in range(2):
-            out = folder / f"run-{number}-{attempt}"
-            runs[name] = run_command_line([*base, *extra], out=out)
-    return runs
+    first = next(iter(settings.values()))
+    run_command_line([*base, *first], out=folder / "cache-filling-run")
+    return {
+        name: run_command_line([*base, *extra], out=folder / f"run-{number}")
+        for number, (name, extra) in enumerate(settings.items())
+    }
+
+
+def warm_passes(run: Mapping) -> Timing:
+    """A run's warm passes, read to drawn plot, as a :class:`~support.bench.Timing` (wall clock)."""
+    return Timing("read → drawn plot, warm", tuple(w["read_to_plot_seconds"] for w in run["warm"]), "wall")
 
 
 def warm_read_to_plot(run: Mapping) -> float:
     """The median wall time of a run's warm passes, read to drawn plot."""
-    return statistics.median(w["read_to_plot_seconds"] for w in run["warm"])
+    return warm_passes(run).median
 
 
-def _spread(values: Sequence[float]) -> str:
-    return f"{format_seconds(statistics.median(values))} ({format_seconds(min(values))}–{format_seconds(max(values))})"
-
-
-def speed_rows(runs: Mapping[str, Mapping]) -> list[dict[str, str]]:
-    """One row per stage (cold, then warm: the median of the warm passes), then the totals; one column per run."""
-    names = list(runs)
+def stage_rows(runs: Mapping[str, Mapping], which: str) -> list[dict[str, str]]:
+    """One row per stage, one column per run: the stage's time in the run's own pass (``which="cold"``) or the
+    median of its warm passes (``"warm"``)."""
+    if which not in ("cold", "warm"):
+        raise ValueError(f"which must be 'cold' or 'warm', not {which!r}")
     stages = [s["stage"] for s in next(iter(runs.values()))["stages"]]
-    rows = []
-    for stage in stages:
-        row = {"what": f"{stage} (cold)"}
-        for name in names:
-            row[name] = format_seconds(next(s["seconds"] for s in runs[name]["stages"] if s["stage"] == stage))
-        rows.append(row)
-    for stage in stages:
-        row = {"what": f"{stage} (warm)"}
-        for name in names:
-            row[name] = format_seconds(statistics.median(w["stages"][stage] for w in runs[name]["warm"]))
-        rows.append(row)
-    totals = {
-        "read → drawn plot (warm, median and range)": lambda r: _spread([w["read_to_plot_seconds"] for w in r["warm"]]),
-        "start-up: imports, GPU check, pool": lambda r: format_seconds(r["setup_seconds"]),
-        "fresh process, start to finish (saved figures)": lambda r: format_seconds(r["total_seconds"]),
-        "training steps ran": lambda r: r.get("training_steps", "?"),
+
+    def seconds(run: Mapping, stage: str) -> float:
+        if which == "cold":
+            return next(s["seconds"] for s in run["stages"] if s["stage"] == stage)
+        return Timing(stage, tuple(w["stages"][stage] for w in run["warm"]), "wall").median
+
+    return [
+        {"stage": stage} | {name: format_seconds(seconds(run, stage)) for name, run in runs.items()} for stage in stages
+    ]
+
+
+def total_rows(runs: Mapping[str, Mapping]) -> list[dict[str, str]]:
+    """The waits, one column per run: the parts of the run's own pass (cold: :func:`support.ecg.run_report.time_parts`),
+    then read to drawn plot warm (the median and the range of its warm passes), and how its steps ran."""
+
+    def warm_range(run: Mapping) -> str:
+        timing = warm_passes(run)
+        return f"{format_seconds(timing.min)}–{format_seconds(timing.max)}"
+
+    cold = run_report.time_table(runs)
+    warm = {
+        "warm read → plot": lambda r: format_seconds(warm_read_to_plot(r)),
+        "  its range": warm_range,
+        "training steps": lambda r: r.get("training_steps", "?"),
     }
-    for what, cell in totals.items():
-        rows.append({"what": what} | {name: cell(runs[name]) for name in names})
-    return rows
+    return cold + [{"part": what} | {name: cell(run) for name, run in runs.items()} for what, cell in warm.items()]

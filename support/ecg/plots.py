@@ -17,6 +17,8 @@ def _figure(rows: int = 1, cols: int = 1, size=(9, 3), margins=None):
 
 #: Fixed margins of the stream figure, which the pipeline draws on every run (no layout search).
 STREAM_MARGINS = {"left": 0.08, "right": 0.98, "top": 0.93, "bottom": 0.11, "hspace": 0.55}
+#: Fixed margins of the histogram of beat lengths, which the command line saves on every run.
+LENGTHS_MARGINS = {"left": 0.1, "right": 0.98, "top": 0.9, "bottom": 0.17}
 
 
 def envelope(signal, bins: int = 2000):
@@ -65,7 +67,7 @@ def lengths_figure(lengths, fs: float, bins: int = 120):
     xp = array_module(lengths)
     counts, edges = xp.histogram(lengths / fs, bins=bins, range=(0.0, 2.4))
     counts, edges = to_host(counts), to_host(edges)
-    fig, ax = _figure(size=(7, 2.8))
+    fig, ax = _figure(size=(7, 2.8), margins=LENGTHS_MARGINS)
     ax.bar(edges[:-1], counts, width=np.diff(edges), align="edge", color="tab:blue")
     ax.set(xlabel="interval between candidates (s)", ylabel="count", yscale="log", title="beat lengths")
     return fig

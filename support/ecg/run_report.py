@@ -1,24 +1,38 @@
 """The report a command-line run writes (``metrics.json`` of ``python -m support.ecg``), read back: where its
 time went.
 
-A run records its whole time from the interpreter's start (``total_seconds``), the start-up before any data
-(``setup_seconds``: imports, the GPU check, the pool), the synthesis and the CSV when it made its own data
-(``synthesize_and_write_seconds``), the pipeline (``pipeline_seconds``) and each stage of it (``stages``).
-:func:`time_parts` puts those side by side for one run, and :func:`time_table` for several, as chapter 6 prints
-its two recorded runs.
+A run records its time from the command line's first line to its figures saved (``total_seconds``; Python's own
+start and the module's first imports come before it, the caller's clock sees them: :mod:`support.ecg.cli_runs`),
+and the parts of it: the start-up before any data (``setup_seconds``: imports, the GPU check, the pool), the
+synthesis and the CSV when it made its own data (``synthesize_and_write_seconds``), the pipeline
+(``pipeline_seconds``) and each stage of it (``stages``), the quality report against the ground truth when it
+had one (``quality_seconds``) and the figures saved (``figures_seconds``). :func:`time_parts` names them for
+one run, and :func:`time_table` sets several runs side by side, a column each.
 
 >>> run = {
 ...     "total_seconds": 9.0, "setup_seconds": 3.0, "pipeline_seconds": 4.0,
 ...     "stages": [{"stage": "read", "seconds": 0.2}, {"stage": "train", "seconds": 2.5}],
 ... }
 >>> time_parts(run)
-{'in all': '9.00 s', 'start-up': '3.00 s', 'synthesis and CSV': 'none', 'pipeline': '4.00 s',
- 'of which training': '2.50 s'}
+{'start-up': '3.00 s', 'synthesis and CSV': 'none', 'pipeline': '4.00 s', 'of which training': '2.50 s',
+ 'quality report': 'none', 'figures saved': 'none', 'start to finish': '9.00 s'}
 """
 
 from __future__ import annotations
 
 from support.bench import format_seconds
+
+#: Each part of a run, and the key of ``metrics.json`` that holds its seconds; "of which training" is the
+#: pipeline's ``train`` stage.
+PARTS = {
+    "start-up": "setup_seconds",
+    "synthesis and CSV": "synthesize_and_write_seconds",
+    "pipeline": "pipeline_seconds",
+    "of which training": None,
+    "quality report": "quality_seconds",
+    "figures saved": "figures_seconds",
+    "start to finish": "total_seconds",
+}
 
 
 def training_seconds(run: dict) -> float:
@@ -30,18 +44,13 @@ def training_seconds(run: dict) -> float:
 
 
 def time_parts(run: dict) -> dict[str, str]:
-    """The run's time in all, its start-up, its synthesis and CSV (``"none"`` when it read a CSV it was given),
-    its pipeline and the training within it, each as :func:`support.bench.format_seconds` writes it."""
-    parts = {
-        "in all": run["total_seconds"],
-        "start-up": run["setup_seconds"],
-        "synthesis and CSV": run.get("synthesize_and_write_seconds"),
-        "pipeline": run["pipeline_seconds"],
-        "of which training": training_seconds(run),
-    }
-    return {part: "none" if seconds is None else format_seconds(seconds) for part, seconds in parts.items()}
+    """Each of :data:`PARTS` of the run as :func:`support.bench.format_seconds` writes it, ``"none"`` for a part
+    the run did not have (the synthesis when it read a CSV it was given, the quality report without truth)."""
+    seconds = {part: run.get(key) if key else training_seconds(run) for part, key in PARTS.items()}
+    return {part: "none" if value is None else format_seconds(value) for part, value in seconds.items()}
 
 
 def time_table(runs: dict[str, dict]) -> list[dict[str, str]]:
-    """One row of :func:`time_parts` per run (``runs``: a name → the run's report), the name first."""
-    return [{"run": name} | time_parts(run) for name, run in runs.items()]
+    """One row per part of :func:`time_parts`, one column per run (``runs``: a name → the run's report)."""
+    parts = {name: time_parts(run) for name, run in runs.items()}
+    return [{"part": part} | {name: parts[name][part] for name in runs} for part in PARTS]
