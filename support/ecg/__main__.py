@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import re
 import sys
 import time
@@ -386,4 +387,10 @@ def warm_read_to_plot(path: Path, config, args: argparse.Namespace) -> dict:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    status = main()
+    # Every file is written and closed: leave without Python's teardown of the GPU libraries (on the H100 the
+    # process outlived the run's own clock by seconds: runs/probes/probe_ecg_cold_start.py), as the children of
+    # support.fresh_process leave. Standard output first, which os._exit does not flush.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)

@@ -33,7 +33,7 @@ import numpy as np
 from support import bench
 from support.arrays import array_module, synchronize, to_host
 from support.bench import format_ratio, format_seconds
-from support.ecg import baselines, cpu_peers, detection, kernels, metrics, reading, vae
+from support.ecg import baselines, detection, kernels, metrics, reading, vae
 from support.ecg import beats as beat_tools
 from support.ecg.synthetic import KINDS, NORMAL, is_ectopic
 from support.interop import share
@@ -361,6 +361,9 @@ def time_shared_stages(path, config: PipelineConfig, *, on: str, warmup: int = 2
     def timed(fn, label):
         clock = bench.time_cuda if on == "gpu" else bench.time_wall
         return clock(fn, label=label, warmup=warmup, repeat=repeat)
+
+    # SciPy's signal module comes with the CPU tools: a run of the pipeline itself never imports it
+    from support.ecg import cpu_peers  # noqa: PLC0415
 
     fastest = on == "cpu, fastest"
     read = (lambda: cpu_peers.read_signal(path)) if fastest else (lambda: reading.read_signal(path, on=on))

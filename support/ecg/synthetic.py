@@ -291,15 +291,14 @@ def lagged_rr(rr: np.ndarray, beats: float = QT_LAG_BEATS) -> np.ndarray:
     >>> lagged_rr(np.array([1.0, 1.0, 2.0, 1.0]), beats=1).tolist()
     [1.0, 1.0, 2.0, 1.0]
     """
-    # scipy.signal is slow to import, and every start of the command line imports this module: only this needs it
-    from scipy.signal import lfilter  # noqa: PLC0415
+    import pandas as pd  # noqa: PLC0415 - not a declared dependency of the package (NumPy is)
 
     if beats < 1:
         raise ValueError(f"the lag must be at least one beat, not {beats}")
-    alpha = 1.0 / beats
     start = np.median(rr) if len(rr) else 1.0
-    averaged, _ = lfilter([alpha], [1, alpha - 1], rr, zi=[(1 - alpha) * start])
-    return averaged
+    # pandas' recursive form (adjust=False): y[i] = (1 - alpha) y[i-1] + alpha x[i], from y[-1] = start
+    averaged = pd.Series(np.r_[start, rr]).ewm(alpha=1.0 / beats, adjust=False).mean().to_numpy()
+    return averaged[1:]
 
 
 def _slow_walk(rng, count: int, beats: int, scale: float) -> np.ndarray:
