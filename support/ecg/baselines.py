@@ -77,8 +77,9 @@ class PCABaseline:
             raise ValueError(f"need between 1 and {min(train.shape) - 1} components, not {components}")
         mean = train.mean(dim=0)
         centred = train - mean
-        # The directions are the top eigenvectors of the width × width covariance: a product on the rows' device,
-        # then a small symmetric eigenproblem on the host (float64), which loads no GPU solver library.
+        # The directions are the top eigenvectors of the width × width covariance: a product in the rows' dtype on
+        # their device, then a small symmetric eigenproblem in float64 on the host, which loads no GPU solver
+        # library (scores match the SVD's to about 1e-5 relative in float32).
         covariance = (centred.T @ centred).double().cpu()
         _, vectors = torch.linalg.eigh(covariance)  # eigenvalues ascending
         directions = vectors[:, -components:].flip(1).to(device=train.device, dtype=train.dtype)
