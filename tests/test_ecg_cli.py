@@ -414,3 +414,24 @@ def test_warm_passes_are_refused_outside_their_range_and_gpu_settings_on_the_cpu
         assert stopped.value.code == 2
         assert message in capsys.readouterr().err
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.slow
+def test_a_whole_run_in_its_own_process_leaves_its_files_and_its_line_and_exits_zero(tmp_path):
+    # the command line leaves with os._exit: nothing it printed or wrote may be lost on the way out
+    out = tmp_path / "run"
+    metrics = cli_runs.run_command_line(["--device", "cpu", "--hours", "0.05", "--seed", "1"], out=out)
+    assert metrics["process_seconds"] >= metrics["total_seconds"] > 0
+    assert {"quality_seconds", "figures_seconds"} <= set(metrics)
+    planned = output_folder.planned_files(out, synthetic=True)
+    assert sorted(p.name for p in out.iterdir()) == sorted(p.name for p in planned)
+    done = subprocess.run(
+        [sys.executable, "-m", "support.ecg", "--device", "cpu", "--hours", "0.05", "--out", str(tmp_path / "b")],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.strip().splitlines()[-1])["beats"] > 0
+    assert (tmp_path / "b" / "lengths.png").stat().st_size > 0

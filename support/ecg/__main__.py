@@ -388,9 +388,9 @@ def warm_read_to_plot(path: Path, config, args: argparse.Namespace) -> dict:
 
 if __name__ == "__main__":
     status = main()
-    # Every file is written and closed: leave without Python's teardown of the GPU libraries (on the H100 the
-    # process outlived the run's own clock by seconds: runs/probes/probe_ecg_cold_start.py), as the children of
-    # support.fresh_process leave. Standard output first, which os._exit does not flush.
+    # Every file is written and closed: leave without Python's teardown of the GPU libraries, as the children of
+    # support.fresh_process leave (on the H100 the process outlived the run's own clock by seconds, Python's start
+    # and exit together: runs/probes/probe_ecg_cold_start.py). Standard output first: os._exit does not flush it.
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(status)
