@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+from scipy.signal import lfilter
 
 from support.ecg import cpu_peers, detection, pipeline, reading, synthetic
 
@@ -294,3 +295,14 @@ def test_the_fast_cpu_reader_refers_bad_files_to_the_pipeline_reader(tmp_path):
         cpu_peers.read_signal(tmp_path / "text.csv")
     with pytest.raises(ValueError, match="1-D NumPy signal"):
         cpu_peers.convolve(np.zeros((3, 3), np.float32), 250.0)
+
+
+def test_the_lagged_rr_is_the_first_order_recursive_average_scipy_computes():
+    rr = np.random.default_rng(4).uniform(0.4, 1.6, 5000)
+    for beats in (1, 8.5, synthetic.QT_LAG_BEATS):
+        alpha = 1.0 / beats
+        expected, _ = lfilter([alpha], [1, alpha - 1], rr, zi=[(1 - alpha) * np.median(rr)])
+        np.testing.assert_allclose(synthetic.lagged_rr(rr, beats), expected, rtol=1e-12, atol=0)
+    assert synthetic.lagged_rr(np.array([]), 3).shape == (0,)
+    with pytest.raises(ValueError, match="at least one beat"):
+        synthetic.lagged_rr(rr, 0.5)
