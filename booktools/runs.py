@@ -22,7 +22,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -68,7 +68,7 @@ class RunGroup:
 
 
 class MemorySampler:
-    """Samples memory in use on GPU 0 in a background thread; :attr:`peak` is the largest sample."""
+    """Samples ``read()`` (memory in use on a GPU) in a background thread; :attr:`peak` is the largest sample."""
 
     def __init__(self, read: Callable[[], int | None], interval: float = 0.2):
         self.read, self.interval = read, interval
@@ -97,9 +97,23 @@ class MemorySampler:
         return max(self.peak - self.start_value, 0)
 
 
+def visible_gpu(environ: Mapping[str, str] | None = None) -> int:
+    """NVML's index of the GPU a run's processes see first: NVML numbers every GPU of the machine and ignores
+    ``CUDA_VISIBLE_DEVICES``, so a batch started with ``CUDA_VISIBLE_DEVICES=1`` is measured on GPU 1, not 0.
+
+    >>> visible_gpu({}), visible_gpu({"CUDA_VISIBLE_DEVICES": "1"}), visible_gpu({"CUDA_VISIBLE_DEVICES": "3,2"})
+    (0, 1, 3)
+    >>> visible_gpu({"CUDA_VISIBLE_DEVICES": "GPU-8f1c"})  # a UUID: the first GPU is the best guess
+    0
+    """
+    first = (os.environ if environ is None else environ).get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip()
+    return int(first) if first.isdigit() else 0
+
+
 def gpu_memory_used() -> int | None:
-    """Bytes in use on GPU 0 by every process, as NVML reports them (None when it cannot answer)."""
-    found = env.card_memory()
+    """Bytes in use on the run's GPU (:func:`visible_gpu`) by every process, as NVML reports them (None when it
+    cannot answer)."""
+    found = env.card_memory(visible_gpu())
     return None if found is None else found.used
 
 

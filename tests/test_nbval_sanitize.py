@@ -59,6 +59,14 @@ OOM = (
     "ted memory 380.00 MiB is allocated by PyTorch"
 )
 
+#: The same message from the H100 under a 16 GB CUDA MPS limit (2026-11-26): the driver lists no process.
+OOM_UNDER_MPS = (
+    "CUDA out of memory. Tried to allocate 460.00 MiB. GPU 0 has "
+    "a total capacity of 79.18 GiB of which 14.50 GiB is free. Including non-PyTorch memory, this pr"
+    "ocess has 1.09 GiB memory in use. 1024.00 MiB allowed; Of the alloca"
+    "ted memory 380.00 MiB is allocated by PyTorch"
+)
+
 CASES = {
     "chapter 1, the CPU line": (
         "CPU: Intel(R) Xeon(R) Processor: 16 cores for this process (of 16)",
@@ -119,6 +127,11 @@ CASES = {
         OOM.format(cap="79.18", free="69.43", pid="2010", held="8.52", mine="1.09"),
         OOM.format(cap="139.80", free="120.10", pid="1248", held="15.52", mine="1.11"),
         OOM.format(cap="79.18", free="69.43", pid="2010", held="8.52", mine="1.09").replace("460.00", "470.00"),
+    ),
+    "chapter 4, PyTorch's out-of-memory message under an MPS limit, which lists no process": (
+        OOM.format(cap="79.18", free="69.43", pid="2010", held="8.52", mine="1.09"),
+        OOM_UNDER_MPS,
+        OOM.format(cap="79.18", free="69.43", pid="2010", held="8.52", mine="1.09").replace("380.00", "390.00"),
     ),
     "chapter 4, fragmentation's largest hole, text": (
         FRAGMENTATION_TEXT.format(fit="486.00"),
