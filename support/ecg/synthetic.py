@@ -249,7 +249,7 @@ def beat_schedule(
     coupling = person.coupling[np.maximum(focus, 0)] + rng.normal(0, 0.02, count)
     rr[v] = base[v] * coupling[v]
     after_v = np.r_[False, v[:-1]]
-    rr[after_v] = base[after_v] * (2.0 - coupling[np.r_[v[1:], False]])  # a full compensatory pause
+    rr[after_v] = base[after_v] * (2.0 - coupling[np.r_[v[:-1], False]])  # a full compensatory pause
     s = classes == SUPRAVENTRICULAR
     rr[s] = base[s] * rng.uniform(0.7, 0.92, count)[s]  # often barely premature
     after_s = np.r_[False, s[:-1]]
