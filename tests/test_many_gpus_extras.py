@@ -8,6 +8,8 @@ from __future__ import annotations
 import builtins
 import subprocess
 import sys
+import time
+import warnings
 
 import pytest
 
@@ -26,6 +28,22 @@ def test_the_sampler_keeps_every_gpus_samples_and_says_when_nvml_is_missing():
     assert utilisation.summarize({0: ()}) == {}
     with pytest.raises(ValueError, match="interval must be positive"):
         utilisation.UtilisationSampler(interval=0)
+
+
+def test_the_sampler_keeps_the_samples_taken_inside_given_spans_for_every_gpu():
+    readings = iter([[0.0, 0.0], [90.0, 5.0], [100.0, 0.0], [0.0, 0.0]] + [[0.0, 0.0]] * 1000)
+    clock = iter(range(10_000))  # each sample one "second" after the last
+    with utilisation.UtilisationSampler(
+        interval=0.001, read=lambda: next(readings), clock=lambda: float(next(clock))
+    ) as sampler:
+        while len(sampler.times) < 4:
+            time.sleep(0.001)
+    assert sampler.times[:4] == (0.0, 1.0, 2.0, 3.0)
+    assert sampler.within([(0.5, 2.5)]) == {0: (90.0, 100.0), 1: (5.0, 0.0)}  # the same samples for every GPU
+    assert sampler.within([(0.5, 1.5), (2.5, 3.5)]) == {0: (90.0, 0.0), 1: (5.0, 0.0)}
+    assert sampler.within([(-2.0, -1.0)]) == {0: (), 1: ()}  # nothing inside: no samples, and summarize skips it
+    assert utilisation.summarize(sampler.within([])) == {}
+    assert utilisation.UtilisationSampler(read=lambda: [1.0]).within([(0.0, 1.0)]) == {}  # never started
 
 
 def test_without_nvml_the_sampler_records_nothing_and_says_why(monkeypatch):
@@ -72,6 +90,20 @@ def test_a_wider_model_scores_in_smaller_batches_and_fine_tunes_in_its_own(tmp_p
         models.train_on_sample(paths[:1], channels=3)
     narrow_flops, wide_flops = (models.flops_per_beat(176, c) for c in (32, 64))
     assert 0 < narrow_flops < wide_flops < 4 * narrow_flops + 1e6  # the convolutions grow with channels squared
+
+
+def test_counting_a_steps_flops_touches_no_gpu(monkeypatch):
+    import torch
+
+    def no_gpu(*args, **kwargs):
+        raise AssertionError("flops_per_beat touched a GPU's generator")
+
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)  # as on the two-GPU host
+    monkeypatch.setattr(torch.cuda, "get_rng_state", no_gpu)
+    monkeypatch.setattr(torch.cuda, "set_rng_state", no_gpu)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*available devices")  # fork_rng's warning on several GPUs
+        assert models.flops_per_beat(176, 32) > 0
 
 
 def test_torchrun_ranks_score_their_share_each(tmp_path):

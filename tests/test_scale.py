@@ -18,7 +18,18 @@ from support import traffic
 from support.bench import Timing
 from support.ecg import pipeline, synthetic
 from support.ecg.reading import Recording
-from support.many_gpus import cluster, figures, host, models, ranking, recordings, scoring, task_stream, timing
+from support.many_gpus import (
+    cluster,
+    figures,
+    host,
+    models,
+    ranking,
+    recordings,
+    scoring,
+    task_stream,
+    timing,
+    utilisation,
+)
 
 # A two-process Dask cluster per module, and models trained on the CPU: minutes, the cluster's start included.
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
@@ -172,10 +183,27 @@ def test_every_beat_is_ranked_across_recordings_by_a_shuffle(written, model, cli
         ranking.rank_every_beat(tables, top=1.0)
 
 
-def test_the_three_clusters_are_timed_stage_by_stage(written, model, client):
+def test_the_three_clusters_are_timed_stage_by_stage(written, model, client, monkeypatch):
     paths, metadata = written
+    samplers = []
+
+    class Sampler(utilisation.UtilisationSampler):  # a GPU busy at 50 % and one idle, without NVML
+        def __init__(self):
+            super().__init__(interval=0.005, read=lambda: [50.0, 0.0])
+            samplers.append(self)
+
+    monkeypatch.setattr(timing, "UtilisationSampler", Sampler)
     run = timing.measure_stages(client, paths, model, metadata, warmup=0, repeat=1)
     assert run.workers == 2 and run.placement == cluster.Placement(2) and list(run.timings) == list(timing.STAGES)
+    # every timed task kept, by kind: three recordings read cold, three warm, three scored
+    assert {kind: len(seconds) for kind, seconds in run.tasks.items()} == dict.fromkeys(timing.TASKS, 3)
+    assert 0 < timing.task_median([run], "score") <= run.timings["  score: on the workers"].median
+    # the utilisation kept is the workers' busy span only: not the sample taken before the first task was handed out
+    # (how many samples fall inside the span depends on the machine's load, so none is asked for)
+    (sampler,) = samplers
+    kept = len(run.utilisation[0])
+    assert kept < len(sampler.samples[0]) and set(run.utilisation[0]) <= {50.0} and len(run.utilisation[1]) == kept
+    assert ((run.load["occupancy"] > 0) & (run.load["occupancy"] <= 1 + 1e-9)).all()
     assert run.timings["  read: on the workers"].median <= run.timings["read from the page cache"].median
     assert run.timings["  score: on the workers"].median <= run.timings["score every recording"].median
     # the reads were dealt out 2 + 1, and each recording was scored where it was read
@@ -188,15 +216,33 @@ def test_the_three_clusters_are_timed_stage_by_stage(written, model, client):
     warm_only = timing.measure_stages(client, paths, model, metadata, warmup=0, repeat=1, cold=False)
     assert list(warm_only.timings) == list(timing.STAGES[1:])  # no read from disk where nothing can be dropped
     assert "read from disk" not in timing.scaling_table([run, warm_only]).index
+    assert "read from disk" not in warm_only.tasks
+    tasks = timing.task_table([run, warm_only])  # only the reads every run timed
+    assert list(tasks.columns) == [
+        "scoring task",
+        "read task (read from the page cache)",
+        "scoring / read (read from the page cache)",
+    ]
+    assert list(tasks.index) == ["2 workers, 2 GPUs"] * 2 + ["every cluster"]
+    with pytest.raises(ValueError, match="no run kept a 'read from disk' task"):
+        timing.task_median([warm_only], "read from disk")
 
 
 def _timings(seconds):
     return {stage: Timing(stage, tuple(seconds), "wall") for stage in timing.STAGES}
 
 
-def _run(placement, seconds, sent=0):
+def _run(placement, seconds, sent=0, tasks=None):
     return timing.ScalingRun(
-        placement, _timings(seconds), dict.fromkeys(timing.STAGES[5:], sent), 100, None, None, 1000, None
+        placement,
+        _timings(seconds),
+        dict.fromkeys(timing.STAGES[5:], sent),
+        100,
+        None,
+        None,
+        1000,
+        None,
+        tasks=tasks or {},
     )
 
 
@@ -217,12 +263,16 @@ def test_the_second_gpu_is_credited_only_as_far_as_the_repeats_go():
         "2 workers, 1 GPU",
         "2 workers, 2 GPUs",
         "second GPU",
-        "sent between workers (2 workers, 2 GPUs)",
+        "sent by the workers, to each other and to the notebook (2 workers, 2 GPUs)",
     ]
     assert list(table["second GPU"]) == ["2.0×"] * len(timing.STAGES)
     assert table.loc["rank: every beat (shuffle)"].iloc[-1] == "2.00 KiB" and table.loc["read from disk"].iloc[-1] == ""
     one_gpu = timing.scaling_table(runs[:2])  # no two-GPU cluster: no second-GPU column
-    assert list(one_gpu.columns) == ["1 worker, 1 GPU", "2 workers, 1 GPU", "sent between workers (2 workers, 1 GPU)"]
+    assert list(one_gpu.columns) == [
+        "1 worker, 1 GPU",
+        "2 workers, 1 GPU",
+        "sent by the workers, to each other and to the notebook (2 workers, 1 GPU)",
+    ]
     spread = timing.spread_table(runs, "score every recording")
     assert spread.loc["2 workers, 1 GPU"].to_dict() == {"repeats": 3, "fastest": 2.0, "median": 2.4, "slowest": 3.0}
     with pytest.raises(ValueError, match="3 workers cannot be shared 2 to a GPU"):
@@ -242,6 +292,28 @@ def test_runs_of_a_mirrored_order_are_pooled_by_placement():
         timing.pool_runs([])
 
 
+def test_a_scoring_task_is_set_beside_the_read_tasks_of_every_cluster_pooled():
+    one, shared, own = cluster.PLACEMENTS
+    starts = [
+        _run(
+            one, [4.0], tasks={"read from disk": (0.04, 0.05), "read from the page cache": (0.01,), "score": (0.5, 0.7)}
+        ),
+        _run(shared, [3.0], tasks={"read from disk": (0.08,), "read from the page cache": (0.02,), "score": (1.2,)}),
+        _run(one, [4.0], tasks={"read from disk": (0.06,), "read from the page cache": (0.01,), "score": (0.6,)}),
+    ]
+    runs = timing.pool_runs(starts)
+    assert runs[0].tasks["score"] == (0.5, 0.7, 0.6)  # both starts' tasks
+    assert timing.task_median(runs, "score") == pytest.approx(0.65)  # every cluster's tasks together
+    assert timing.task_median(runs, "read from disk") == pytest.approx(0.055)
+    table = timing.task_table(runs)
+    assert list(table.index) == ["1 worker, 1 GPU", "2 workers, 1 GPU", "every cluster"]
+    assert table.loc["1 worker, 1 GPU", "scoring task"] == "600 ms"
+    assert table.loc["2 workers, 1 GPU", "scoring / read (read from disk)"] == "15×"
+    assert table.loc["every cluster", "read task (read from the page cache)"] == "10.0 ms"
+    with pytest.raises(ValueError, match="needs its scoring tasks"):
+        timing.task_table([_run(one, [1.0])])
+
+
 def test_workers_sharing_a_gpu_share_its_memory_limits():
     assert cluster.shared_limits(2, 2) == {
         "memory_limit": 0.5,
@@ -253,6 +325,8 @@ def test_workers_sharing_a_gpu_share_its_memory_limits():
         cluster.shared_limits(3, 2)
     assert cluster.describe_cores({0, 1, 2, 3, 8, 10, 11}) == "0-3,8,10-11"
     assert cluster.describe_cores([]) == "(none)" and cluster.describe_cores({5}) == "5"
+    for cores in ({0, 1, 2, 3, 8, 10, 11}, set(), {5}, set(range(32))):
+        assert cluster.parse_cores(cluster.describe_cores(cores)) == cores
 
 
 def test_two_workers_can_share_one_device():
@@ -360,16 +434,24 @@ def test_task_names_and_an_empty_stream():
         },
     ]
     assert task_stream.busy_span(stream) == 3.5  # the transfer before the first computation does not count
+    assert task_stream.busy_window(stream) == (10.0, 13.5)
     load = task_stream.worker_load(stream)
     assert load.to_dict("index") == {
-        "worker 0": {"tasks": 1, "median task": 2.0, "busy": 2.0},
-        "worker 1": {"tasks": 1, "median task": 2.5, "busy": 2.5},
+        "worker 0": {"tasks": 1, "median task": 2.0, "busy": 2.0, "occupancy": 1.0},
+        "worker 1": {"tasks": 1, "median task": 2.5, "busy": 2.5, "occupancy": 1.0},
     }
-    stream.append({"worker": "a", "key": "g-3", "startstops": [{"action": "compute", "start": 12.0, "stop": 12.5}]})
-    assert task_stream.worker_load(stream).loc["worker 0", "tasks"] == 2
+    # a second task on worker "a", after a gap of half a second: 2.5 s of tasks in a span of 3 s
+    stream.append({"worker": "a", "key": "g-3", "startstops": [{"action": "compute", "start": 12.5, "stop": 13.0}]})
+    assert task_stream.worker_load(stream).loc["worker 0"].to_dict() == {
+        "tasks": 2,
+        "median task": 1.25,
+        "busy": 3.0,
+        "occupancy": pytest.approx(2.5 / 3.0),
+    }
     assert task_stream.worker_load(stream, function="g").to_dict("index") == {
-        "worker 0": {"tasks": 1, "median task": 0.5, "busy": 0.5}
+        "worker 0": {"tasks": 1, "median task": 0.5, "busy": 0.5, "occupancy": 1.0}
     }
+    assert task_stream.task_seconds(stream, function="f") == (2.0, 2.5)
     with pytest.raises(ValueError, match="ran no 'h'"):
         task_stream.worker_load(stream, function="h")
 

@@ -6,7 +6,8 @@
   own RMM pool that cuDF, CuPy and PyTorch share) or ``distributed.LocalCluster`` on the CPU, and with
   ``workers_per_gpu`` puts several workers on one GPU (:func:`share_each_worker_s_device`, their memory limits
   divided by :func:`shared_limits`);
-- :func:`worker_devices` shows which GPU and which CPU cores each worker has (:func:`describe_cores`);
+- :func:`worker_devices` shows which GPU and which CPU cores each worker has (:func:`describe_cores`, read back by
+  :func:`parse_cores`);
 - :func:`available_transports` says whether UCX can be tried here;
 - :data:`MULTICAST_OFF` keeps NVLink multicast off in the processes the chapter starts with their own environment.
 """
@@ -199,11 +200,27 @@ def describe_cores(cores) -> str:
     return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in spans) or "(none)"
 
 
+def parse_cores(text: str) -> set[int]:
+    """The CPU core numbers that :func:`describe_cores` wrote as ranges: ``"0-3,8"`` → ``{0, 1, 2, 3, 8}``.
+
+    >>> sorted(parse_cores("0-3,8,10-11")), parse_cores("(none)")
+    ([0, 1, 2, 3, 8, 10, 11], set())
+    """
+    cores: set[int] = set()
+    for part in text.split(","):
+        if part in ("(none)", ""):
+            continue
+        first, _, last = part.partition("-")
+        cores.update(range(int(first), int(last or first) + 1))
+    return cores
+
+
 def worker_devices(client):
     """One row per worker, by name: the GPUs it may see (``CUDA_VISIBLE_DEVICES``; the first is its own), the CPU
-    cores it may run on (``os.sched_getaffinity``: Dask-CUDA pins each worker to the cores near its GPU, and a
-    copy from :func:`share_each_worker_s_device` keeps its original's), the name of its GPU and its RMM memory
-    resource (a pandas DataFrame)."""
+    cores it may run on (``os.sched_getaffinity``: Dask-CUDA sets each worker's affinity to the cores the machine
+    reports near its GPU, all of them where it reports every core near every GPU, and a copy from
+    :func:`share_each_worker_s_device` keeps its original's), the name of its GPU and its RMM memory resource (a
+    pandas DataFrame)."""
     seen = client.run(_device_of_this_worker)
     names = {address: info["name"] for address, info in client.scheduler_info()["workers"].items()}
     rows = sorted(({"worker": names[address]} | row for address, row in seen.items()), key=lambda r: str(r["worker"]))

@@ -66,7 +66,8 @@ def flops_per_beat(width: int, channels: int, *, latent: int = 2, beats: int = 8
 
     from support.ecg import vae  # noqa: PLC0415  # support.ecg.vae imports PyTorch at its top
 
-    with torch.random.fork_rng():
+    # the model is built on the CPU: fork the CPU's generator alone (no device touched, no CUDA context made)
+    with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
         model = vae.BeatVAE(width, latent=latent, channels=channels)
     optimizer = torch.optim.Adam(model.parameters())

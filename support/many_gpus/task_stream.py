@@ -1,8 +1,9 @@
 """Dask's task stream (``distributed.get_task_stream``'s records) read as who computed what, and when.
 
 - :func:`computations`: (worker, function, start, stop) of every computation;
-- :func:`worker_load`: each worker's tasks, their median duration and its busy span;
-- :func:`busy_span`: from the first start to the last end, over all workers;
+- :func:`worker_load`: each worker's tasks, their median duration, its busy span and its occupancy;
+- :func:`task_seconds`: how long each task of one function took, whichever worker ran it;
+- :func:`busy_span`: from the first start to the last end, over all workers, and :func:`busy_window`, when;
 - :func:`task_name`: the function part of a Dask key.
 """
 
@@ -28,29 +29,55 @@ def computations(records) -> list[tuple[str, str, float, float]]:
     return found
 
 
-def worker_load(records, *, function: str | None = None):
-    """Each worker's share of a task stream: how many tasks it computed, their median duration, and the time from
-    its first start to its last end (a pandas DataFrame, workers in address order as "worker 0", "worker 1"…).
-    ``function`` (a task's function name, such as ``"score_recording"``) keeps only that function's tasks."""
+def _of_function(records, function: str | None):
     found = pd.DataFrame(computations(records), columns=["worker", "function", "start", "stop"])
     if function is not None:
         if function not in set(found["function"]):
             raise ValueError(f"the task stream ran no {function!r}: it ran {sorted(set(found['function']))}")
         found = found[found["function"] == function]
-    found["seconds"] = found["stop"] - found["start"]
+    return found.assign(seconds=found["stop"] - found["start"])
+
+
+def worker_load(records, *, function: str | None = None):
+    """Each worker's share of a task stream: how many tasks it computed, their median duration, the time from its
+    first start to its last end (``busy``), and its ``occupancy``: the sum of its tasks' durations over that span
+    (1 when one task followed another without a gap; what is missing is the time the worker waited between tasks,
+    for the scheduler to hand it the next one or for the data it needed). A pandas DataFrame, workers in address
+    order as "worker 0", "worker 1"…. ``function`` (a task's function name, such as ``"score_recording"``) keeps
+    only that function's tasks."""
+    found = _of_function(records, function)
     rows = []
     for k, (_, mine) in enumerate(found.groupby("worker", sort=True)):
         span = mine["stop"].max() - mine["start"].min()
         rows.append(
-            {"worker": f"worker {k}", "tasks": len(mine), "median task": mine["seconds"].median(), "busy": span}
+            {
+                "worker": f"worker {k}",
+                "tasks": len(mine),
+                "median task": mine["seconds"].median(),
+                "busy": span,
+                "occupancy": mine["seconds"].sum() / span if span > 0 else float("nan"),
+            }
         )
     return pd.DataFrame(rows).set_index("worker")
 
 
+def task_seconds(records, *, function: str) -> tuple[float, ...]:
+    """How long each computation of ``function`` took in a task stream's records (seconds, in the order of the
+    records), whichever worker ran it: the durations a median over several runs pools."""
+    return tuple(float(x) for x in _of_function(records, function)["seconds"])
+
+
+def busy_window(records) -> tuple[float, float]:
+    """When the first computation in a task stream's records started and the last ended (:func:`time.time`
+    seconds, the workers' clock: on one machine, the notebook's too)."""
+    found = computations(records)
+    return min(start for _, _, start, _ in found), max(stop for *_, stop in found)
+
+
 def busy_span(records) -> float:
     """Seconds from the start of the first computation to the end of the last in a task stream's records."""
-    found = computations(records)
-    return max(stop for *_, stop in found) - min(start for _, _, start, _ in found)
+    start, stop = busy_window(records)
+    return stop - start
 
 
 _KEY_TOKEN = re.compile(r"-(?:[0-9a-f]{8}(?:-[0-9a-f]{4}){3}-[0-9a-f]{12}|[0-9a-f]+)(?:-\d+)?$")

@@ -1,17 +1,19 @@
 """The chapter's stages timed on one cluster, and the clusters set side by side.
 
 - :func:`measure_stages` times the reads (from disk and from the page cache), the scoring and both rankings on
-  one cluster, with the bytes sent between workers, each worker's load and each GPU's utilisation while it
-  scored: a :class:`ScalingRun`;
+  one cluster, with the bytes the workers sent, each worker's load, every task's duration and each GPU's
+  utilisation while the workers scored: a :class:`ScalingRun`;
 - :func:`pool_runs` pools the runs of each placement (clusters started in a mirrored order);
 - :func:`scaling_table` and :func:`spread_table` set them side by side; :func:`second_gpu_speedup` bounds what the
-  second GPU buys against two workers on one.
+  second GPU buys against two workers on one;
+- :func:`task_table` and :func:`task_median` set a recording's scoring task beside its read task.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import statistics
 from dataclasses import dataclass
 
 import pandas as pd
@@ -23,7 +25,7 @@ from support.many_gpus.models import GlobalModel
 from support.many_gpus.ranking import bytes_between_workers, rank_every_beat, rank_recordings, summaries_and_bytes
 from support.many_gpus.recordings import read_everywhere
 from support.many_gpus.scoring import score_everywhere, table_bytes
-from support.many_gpus.task_stream import busy_span, worker_load
+from support.many_gpus.task_stream import busy_span, busy_window, task_seconds, worker_load
 from support.many_gpus.utilisation import BUSY, UtilisationSampler, pooled, summarize
 from support.units import describe_bytes
 
@@ -31,21 +33,23 @@ from support.units import describe_bytes
 @dataclass
 class ScalingRun:
     """The stages of the chapter timed on one cluster: their wall-clock timings (every repeat kept), the bytes
-    each ranking sent between workers (beside the size of all beat tables) and the bytes the summaries brought to
-    the notebook, both rankings themselves (to check that every cluster computes the same), and every GPU's
-    utilisation sampled during the timed scoring runs (:mod:`support.many_gpus.utilisation`; empty without
-    NVML)."""
+    the workers sent during each ranking (to each other and to the notebook; beside the size of all beat tables)
+    and the bytes the summaries brought to the notebook, both rankings themselves (to check that every cluster
+    computes the same), the duration of every task of the timed reads and scoring runs (:data:`TASKS`), and every
+    GPU's utilisation sampled while the workers were busy with the timed scoring runs
+    (:mod:`support.many_gpus.utilisation`; empty without NVML)."""
 
     placement: Placement
     timings: dict[str, object]  # stage -> support.bench.Timing
-    sent: dict[str, int]  # ranking stage -> bytes the workers sent one another
+    sent: dict[str, int]  # ranking stage -> bytes the workers sent (to one another and to the notebook)
     gathered: int  # bytes of the per-recording summaries gathered into the notebook
     ranking: object  # pandas DataFrame: rank_recordings
     top: object  # pandas DataFrame: rank_every_beat
     table_bytes: int  # the beat tables' size in memory, all together
     load: object  # pandas DataFrame: each worker's tasks in the last timed read and score (worker_load)
     starts: int = 1  # how many clusters were started for these repeats (pool_runs adds them up)
-    utilisation: dict = dataclasses.field(default_factory=dict)  # GPU -> samples (percent) while scoring
+    utilisation: dict = dataclasses.field(default_factory=dict)  # GPU -> samples (percent) while workers scored
+    tasks: dict = dataclasses.field(default_factory=dict)  # TASKS key -> every timed task's duration (seconds)
 
     @property
     def workers(self) -> int:
@@ -64,6 +68,10 @@ STAGES = (
     "rank: summaries gathered",
     "rank: every beat (shuffle)",
 )
+
+#: The tasks whose every duration :func:`measure_stages` keeps (:attr:`ScalingRun.tasks`), from the task stream of
+#: the timed runs: a recording read from disk (where it was timed), read from the page cache, and scored.
+TASKS = ("read from disk", "read from the page cache", "score")
 
 
 def measure_stages(
@@ -88,7 +96,10 @@ def measure_stages(
     live and gathered (:func:`rank_recordings`), and every beat ranked across recordings (:func:`rank_every_beat`,
     a shuffle). ``placement`` says what the cluster is (by default: its workers, one per GPU). ``cold=False``
     leaves the read from disk out (where nothing can be dropped from the page cache, as on ``tmpfs``, it would time
-    the read from the page cache again). Returns a :class:`ScalingRun`."""
+    the read from the page cache again). The utilisation samples kept are those taken while the workers were busy
+    (from each timed run's first task start to its last task end), not while the notebook handed tasks out and
+    heard back; the duration of every task of the timed runs is kept per kind (:data:`TASKS`). Returns a
+    :class:`ScalingRun`."""
     from distributed import get_task_stream, wait
 
     streams = {"read": [], "score": []}
@@ -120,11 +131,24 @@ def measure_stages(
         score()
     with UtilisationSampler() as sampler:
         timings[STAGES[3]] = time_wall(score, label=STAGES[3], warmup=0, repeat=repeat)
-    # the last `repeat` streams of each kind are the timed runs (the read after them is the one kept): the warm
-    # reads, never the cold ones before them
-    for kind, label, last in (("read", STAGES[2], -1), ("score", STAGES[4], None)):
-        timed = streams[kind][:last][-repeat:]  # the warm-up's streams come before
-        timings[label] = Timing(label, tuple(busy_span(records) for records in timed), "wall")
+    # the streams of the timed runs: the cold reads come first (after their warm-ups), the warm reads last but
+    # for the read after them (the one kept); the warm-up's streams come before the timed ones of each kind
+    timed = {"read from the page cache": streams["read"][:-1][-repeat:], "score": streams["score"][-repeat:]}
+    if cold:
+        timed["read from disk"] = streams["read"][warmup : warmup + repeat]
+    for kind, label in (("read from the page cache", STAGES[2]), ("score", STAGES[4])):
+        timings[label] = Timing(label, tuple(busy_span(records) for records in timed[kind]), "wall")
+    function = {
+        "read from disk": "read_recording",
+        "read from the page cache": "read_recording",
+        "score": "score_recording",
+    }
+    tasks = {
+        kind: tuple(x for records in timed[kind] for x in task_seconds(records, function=function[kind]))
+        for kind in TASKS
+        if kind in timed
+    }
+    busy_samples = sampler.within(busy_window(records) for records in timed["score"])
     load = pd.concat({kind: worker_load(streams[kind][-1]) for kind in streams}, names=["stage", "worker"])
     tables = latest[0]  # the last timed run's: no scoring run more than the repeats
     summaries, gathered, sent_by_summaries = summaries_and_bytes(client, tables)
@@ -151,7 +175,8 @@ def measure_stages(
         top,
         int(tables_size),
         load,
-        utilisation=sampler.samples,
+        utilisation=busy_samples,
+        tasks=tasks,
     )
 
 
@@ -167,9 +192,9 @@ def second_gpu_speedup(shared: ScalingRun, own: ScalingRun, stage: str) -> dict[
 
 def scaling_table(runs):
     """The stages side by side on every cluster of ``runs`` (a sequence of :class:`ScalingRun`: median times), and
-    the bytes each ranking sent between workers on the last (a stage only where every run timed it); where the last
-    two runs are as many workers on fewer
-    GPUs and on more, also the second GPU's speed-up by median (:func:`second_gpu_speedup`). A pandas DataFrame."""
+    the bytes the workers sent during each ranking on the last (to each other and to the notebook: a worker counts
+    both alike; a stage only where every run timed it); where the last two runs are as many workers on fewer GPUs
+    and on more, also the second GPU's speed-up by median (:func:`second_gpu_speedup`). A pandas DataFrame."""
     *_, last = runs
     pair = runs[-2:] if len(runs) > 1 else []
     compared = bool(pair) and pair[0].workers == last.workers and pair[0].placement.gpus < last.placement.gpus
@@ -178,7 +203,7 @@ def scaling_table(runs):
         row = {"stage": stage} | {run.placement.label: format_seconds(run.timings[stage].median) for run in runs}
         if compared:
             row["second GPU"] = format_ratio(second_gpu_speedup(*pair, stage)["median"])
-        row[f"sent between workers ({last.placement.label})"] = (
+        row[f"sent by the workers, to each other and to the notebook ({last.placement.label})"] = (
             describe_bytes(last.sent[stage]) if stage in last.sent else ""
         )
         rows.append(row)
@@ -222,7 +247,8 @@ def pool_runs(runs) -> list[ScalingRun]:
         }
         starts = sum(run.starts for run in mine)
         samples = pooled(*(run.utilisation for run in mine))
-        together.append(dataclasses.replace(mine[-1], timings=timings, starts=starts, utilisation=samples))
+        tasks = {kind: tuple(x for run in mine for x in run.tasks.get(kind, ())) for kind in mine[0].tasks}
+        together.append(dataclasses.replace(mine[-1], timings=timings, starts=starts, utilisation=samples, tasks=tasks))
     return together
 
 
@@ -237,3 +263,32 @@ def utilisation_table(runs, *, busy: float | None = None):
             rows.append({"cluster": run.placement.label, "GPU": gpu} | numbers)
     columns = ["cluster", "GPU", "mean", "busy share", "samples"]
     return pd.DataFrame(rows, columns=columns).set_index(["cluster", "GPU"])
+
+
+def task_median(runs, kind: str) -> float:
+    """The median duration of every task of ``kind`` (one of :data:`TASKS`) over all of ``runs`` together: every
+    cluster's timed repeats pooled, so that no one cluster is chosen. Raises if no run kept such tasks (a read from
+    disk where none was timed)."""
+    pooled_tasks = [x for run in runs for x in run.tasks.get(kind, ())]
+    if not pooled_tasks:
+        raise ValueError(f"no run kept a {kind!r} task: {sorted({k for run in runs for k in run.tasks})} were kept")
+    return statistics.median(pooled_tasks)
+
+
+def task_table(runs):
+    """A recording's scoring task beside its read task, per cluster of ``runs`` and for all of them together (the
+    last row, ``"every cluster"``): the median duration of each kind of task in :data:`TASKS` that every run kept,
+    and how many times the scoring task's median is each read's. A pandas DataFrame of printed values (durations as
+    :func:`support.bench.format_seconds` writes them, ratios with ×)."""
+    kinds = [kind for kind in TASKS if all(run.tasks.get(kind) for run in runs)]
+    if "score" not in kinds:
+        raise ValueError("every run needs its scoring tasks: measure them with measure_stages")
+    reads = [kind for kind in kinds if kind != "score"]
+    rows = []
+    for label, group in [(run.placement.label, [run]) for run in runs] + [("every cluster", list(runs))]:
+        medians = {kind: task_median(group, kind) for kind in kinds}
+        row = {"cluster": label, "scoring task": format_seconds(medians["score"])}
+        row |= {f"read task ({kind})": format_seconds(medians[kind]) for kind in reads}
+        row |= {f"scoring / read ({kind})": format_ratio(medians["score"] / medians[kind]) for kind in reads}
+        rows.append(row)
+    return pd.DataFrame(rows).set_index("cluster")

@@ -8,6 +8,9 @@ switches between their contexts), so two workers on a GPU already near 100 % hav
 
 - :class:`UtilisationSampler` polls every GPU NVML sees in a background thread (10 times a second by default)
   while a ``with`` block runs, and keeps every sample (:data:`Samples`: one tuple of percentages per GPU);
+- :meth:`UtilisationSampler.within` keeps only the samples taken inside given spans of time (the workers' busy
+  spans, from Dask's task stream, on the same clock: :func:`time.time`), so that the time the notebook spends
+  handing out tasks and hearing back does not dilute the mean;
 - :func:`summarize` reduces samples to each GPU's mean utilisation and its *busy share*: the share of samples at
   or above :data:`BUSY` percent.
 
@@ -30,8 +33,9 @@ BUSY = 90.0
 
 class UtilisationSampler:
     """Sample every GPU's utilisation every ``interval`` seconds in a background thread while the ``with`` block
-    runs; afterwards :attr:`samples` holds them (:data:`Samples`). ``read`` is a function of no argument that
-    returns one utilisation per GPU (NVML's by default; replaceable in tests).
+    runs; afterwards :attr:`samples` holds them (:data:`Samples`) and :attr:`times` when each was taken. ``read``
+    is a function of no argument that returns one utilisation per GPU (NVML's by default; replaceable in tests),
+    ``clock`` one that returns the time (:func:`time.time` by default, the clock of Dask's task stream).
 
     >>> ticks = iter(range(100))
     >>> with UtilisationSampler(interval=0.001, read=lambda: [float(next(ticks)), 0.0]) as sampler:
@@ -40,12 +44,14 @@ class UtilisationSampler:
     True
     """
 
-    def __init__(self, interval: float = 0.1, *, read=None):
+    def __init__(self, interval: float = 0.1, *, read=None, clock=time.time):
         if interval <= 0:
             raise ValueError(f"the sampling interval must be positive, not {interval} s")
         self.interval = interval
         self._read = read
+        self._clock = clock  # when each sample is taken: time.time, the clock of Dask's task stream
         self._rows: list[list[float]] = []
+        self._times: list[float] = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.unavailable: str | None = None
@@ -64,14 +70,19 @@ class UtilisationSampler:
 
     def _loop(self, read) -> None:
         while not self._stop.is_set():
-            self._rows.append(list(read()))
+            self._sample(read)
             self._stop.wait(self.interval)
+
+    def _sample(self, read) -> None:
+        row = list(read())
+        self._times.append(self._clock())
+        self._rows.append(row)
 
     def __enter__(self) -> UtilisationSampler:
         read = self._read or self._nvml_reader()
         self._started = time.perf_counter()
         if read is not None:
-            self._rows.append(list(read()))  # one sample at once: a short block still gets one
+            self._sample(read)  # one sample at once: a short block still gets one
             self._thread = threading.Thread(target=self._loop, args=(read,), name="gpu-utilisation", daemon=True)
             self._thread.start()
         return self
@@ -85,9 +96,31 @@ class UtilisationSampler:
     @property
     def samples(self) -> Samples:
         """Every sample taken, per GPU (empty where NVML was unavailable)."""
-        if not self._rows:
-            return {}
-        return {k: tuple(row[k] for row in self._rows) for k in range(len(self._rows[0]))}
+        return self._columns(self._rows)
+
+    @property
+    def times(self) -> tuple[float, ...]:
+        """When each sample was taken (:func:`time.time`, seconds since the epoch), in order."""
+        return tuple(self._times)
+
+    def within(self, spans) -> Samples:
+        """The samples taken inside any of ``spans`` (``(start, stop)`` pairs of :func:`time.time` seconds, such as
+        a task stream's first start and last stop), per GPU: every GPU keeps the same samples, so that the GPU a
+        cluster did not use is read over the same time as the one it did. NVML reports each sample over its own
+        last period, so the first sample inside a span may still reflect a little of the time before it."""
+        spans = [(float(start), float(stop)) for start, stop in spans]
+        kept = [
+            row
+            for row, when in zip(self._rows, self._times, strict=True)
+            if any(start <= when <= stop for start, stop in spans)
+        ]
+        return self._columns(kept, gpus=len(self._rows[0]) if self._rows else 0)
+
+    @staticmethod
+    def _columns(rows, gpus: int | None = None) -> Samples:
+        if gpus is None:
+            gpus = len(rows[0]) if rows else 0
+        return {k: tuple(row[k] for row in rows) for k in range(gpus)}
 
 
 def pooled(*runs: Samples) -> Samples:
