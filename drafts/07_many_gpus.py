@@ -803,7 +803,7 @@ display(load)
 # %% [markdown]
 # The table above is, for each cluster, its last timed read and scoring run seen per worker: how many recordings
 # each took, how long one took, how long it was busy (from its first task's start to its last task's end), and
-# its *occupancy*: the sum of its tasks' durations over that span. An occupancy below 100 % is time the worker
+# its *occupancy*: the share of that span in which one of its tasks ran. An occupancy below 100 % is time the worker
 # spent between tasks, waiting for the scheduler to hand it the next one: that is where Dask's cost of handing
 # out tasks shows on a worker. The table is where to look when a cluster scales less than expected: uneven counts
 # mean the work was not shared evenly; longer tasks on two workers than on one mean the workers compete for

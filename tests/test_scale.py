@@ -451,6 +451,12 @@ def test_task_names_and_an_empty_stream():
     assert task_stream.worker_load(stream, function="g").to_dict("index") == {
         "worker 0": {"tasks": 1, "median task": 0.5, "busy": 0.5, "occupancy": 1.0}
     }
+    # a worker with two threads runs two tasks at once: the overlap counts once, so occupancy stays at most 1
+    both = [
+        {"worker": "c", "key": f"h-{k}", "startstops": [{"action": "compute", "start": k, "stop": k + 2.0}]}
+        for k in (0.0, 1.0)
+    ]
+    assert task_stream.worker_load(both).loc["worker 0", "occupancy"] == 1.0
     assert task_stream.task_seconds(stream, function="f") == (2.0, 2.5)
     with pytest.raises(ValueError, match="ran no 'h'"):
         task_stream.worker_load(stream, function="h")

@@ -1,7 +1,7 @@
 """Dask's task stream (``distributed.get_task_stream``'s records) read as who computed what, and when.
 
 - :func:`computations`: (worker, function, start, stop) of every computation;
-- :func:`worker_load`: each worker's tasks, their median duration, its busy span and its occupancy;
+- :func:`worker_load`: each worker's tasks, their median duration, its busy span and its occupancy (:func:`covered`);
 - :func:`task_seconds`: how long each task of one function took, whichever worker ran it;
 - :func:`busy_span`: from the first start to the last end, over all workers, and :func:`busy_window`, when;
 - :func:`task_name`: the function part of a Dask key.
@@ -38,13 +38,28 @@ def _of_function(records, function: str | None):
     return found.assign(seconds=found["stop"] - found["start"])
 
 
+def covered(intervals) -> float:
+    """How long at least one of ``intervals`` (``(start, stop)`` pairs) was running: overlapping ones, such as two
+    tasks on the two threads of one worker, count once.
+
+    >>> covered([(0.0, 2.0), (1.0, 3.0), (5.0, 6.0)]), covered([])
+    (4.0, 0.0)
+    """
+    total, end = 0.0, float("-inf")
+    for start, stop in sorted(intervals):
+        if stop > end:
+            total += stop - max(start, end)
+            end = stop
+    return total
+
+
 def worker_load(records, *, function: str | None = None):
     """Each worker's share of a task stream: how many tasks it computed, their median duration, the time from its
-    first start to its last end (``busy``), and its ``occupancy``: the sum of its tasks' durations over that span
-    (1 when one task followed another without a gap; what is missing is the time the worker waited between tasks,
-    for the scheduler to hand it the next one or for the data it needed). A pandas DataFrame, workers in address
-    order as "worker 0", "worker 1"…. ``function`` (a task's function name, such as ``"score_recording"``) keeps
-    only that function's tasks."""
+    first start to its last end (``busy``), and its ``occupancy``: the share of that span in which at least one of
+    its tasks ran (:func:`covered`; 1 when one task followed another without a gap; what is missing is the time
+    the worker waited between tasks, for the scheduler to hand it the next one or for the data it needed). A
+    pandas DataFrame, workers in address order as "worker 0", "worker 1"…. ``function`` (a task's function name,
+    such as ``"score_recording"``) keeps only that function's tasks."""
     found = _of_function(records, function)
     rows = []
     for k, (_, mine) in enumerate(found.groupby("worker", sort=True)):
@@ -55,7 +70,9 @@ def worker_load(records, *, function: str | None = None):
                 "tasks": len(mine),
                 "median task": mine["seconds"].median(),
                 "busy": span,
-                "occupancy": mine["seconds"].sum() / span if span > 0 else float("nan"),
+                "occupancy": covered(zip(mine["start"], mine["stop"], strict=True)) / span
+                if span > 0
+                else float("nan"),
             }
         )
     return pd.DataFrame(rows).set_index("worker")
