@@ -6,7 +6,7 @@
 #
 #   make book        build the HTML book into _build/html from the committed notebook outputs (no GPU needed)
 #   make test        unit tests, notebook checks, the book check, and nbval on every notebook this machine can run
-#   make test-fast   the inner loop: unit tests and doctests, no notebooks, no book build, no slow tests (72 s on 2 cores)
+#   make test-fast   the inner loop: unit tests and doctests, no notebooks, no book build, no slow tests (about a minute on 2 cores)
 #   make test-gpu    the same in your GPU environment (GPU_PYTHON below); fails instead of skipping GPU notebooks
 #   make execute     on a GPU host: execute notebooks in place, record time, memory and claims (NOTEBOOKS=..., LABEL=...)
 #   make compare     on your GPU: run the chapters' claims (COMPARE=chapters/...) and print them beside the book's

@@ -100,6 +100,10 @@ class MemorySampler:
 def visible_gpu(environ: Mapping[str, str] | None = None) -> int:
     """NVML's index of the GPU a run's processes see first: NVML numbers every GPU of the machine and ignores
     ``CUDA_VISIBLE_DEVICES``, so a batch started with ``CUDA_VISIBLE_DEVICES=1`` is measured on GPU 1, not 0.
+    NVML numbers GPUs by PCI bus; CUDA does so too with ``CUDA_DEVICE_ORDER=PCI_BUS_ID``, and by default puts the
+    fastest first, which is the same order on a machine of identical GPUs (the book's hosts) but may not be on a
+    mixed one. (Reading the bus from a CUDA context, as ``support.many_gpus.contexts`` does inside a worker, would
+    make one in the process that samples; this function reads the environment only.)
 
     >>> visible_gpu({}), visible_gpu({"CUDA_VISIBLE_DEVICES": "1"}), visible_gpu({"CUDA_VISIBLE_DEVICES": "3,2"})
     (0, 1, 3)

@@ -173,10 +173,11 @@ def compiled_sum(d):
     """The sum of the CuPy array ``d`` by a ``cupy.ReductionKernel``: CuPy compiles it (NVRTC) at its first call
     for a dtype, unless its kernel cache (``CUPY_CACHE_DIR``) holds it already; later calls reuse it.
 
-    Under CuPy 14.2's default ``CUPY_ACCELERATORS`` (``cub``), a ``ReductionKernel`` on a contiguous array of 128 or
-    more values is compiled around CUB's block-level reduction (``cupy/_core/_cub_reduction.pyx``), which is why
-    its first compile reads CUB's headers and takes seconds: both this and ``d.sum()`` run on CUB, the latter on
-    the device-wide reduction built into CuPy, so nothing is compiled at its first call.
+    With CuPy's ``cub`` accelerator (``CUPY_ACCELERATORS``), a ``ReductionKernel`` may be compiled around CUB's
+    block-level reduction: ``_can_use_cub_block_reduction`` in ``cupy/_core/_cub_reduction.pyx`` allows it for one
+    input and one output reduced over contiguous axes, with CUB's headers and nvcc found (read on CuPy's main
+    branch, not at the 14.2 tag, so the conditions of the version the banner names may differ). ``d.sum()``, with the
+    same accelerator, calls CUB's device-wide reduction, which CuPy ships compiled (``cupy.cuda.cub``).
     """
     return _compiled_sum_kernel()(d)
 
