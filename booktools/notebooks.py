@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import datetime as dt
 import re
 import sys
 from collections.abc import Iterable, Iterator
@@ -217,6 +218,23 @@ def strict_warnings(ipython_dir: Path) -> Path:
     return startup
 
 
+def slow_cells(notebook, at_least_s: float = 5.0) -> list[str]:
+    """One line per code cell that ran for ``at_least_s`` seconds or more, from the start and end times nbclient
+    records in each cell's ``metadata.execution`` (before :func:`strip_volatile_metadata` removes them): its index,
+    its seconds and its first line. What a long chapter's time is made of, for its execution log."""
+    lines = []
+    for index, cell in enumerate(notebook.cells):
+        times = cell.get("metadata", {}).get("execution", {})
+        if cell.cell_type != "code" or not {"iopub.execute_input", "shell.execute_reply"} <= set(times):
+            continue
+        started, ended = (dt.datetime.fromisoformat(times[k]) for k in ("iopub.execute_input", "shell.execute_reply"))
+        seconds = (ended - started).total_seconds()
+        if seconds >= at_least_s:
+            first = next((line for line in cell.source.splitlines() if line.strip()), "")
+            lines.append(f"cell {index}: {seconds:.1f} s  {first[:70]}")
+    return lines
+
+
 class NotebookFailed(RuntimeError):
     """A notebook's cells raised: the message names each failing cell; the run's outputs are in ``failed_copy``."""
 
@@ -246,11 +264,13 @@ def execute_notebook(path: Path | str, timeout_s: int = 1800, kernel_name: str =
         timeout=timeout_s,
         kernel_name=kernel_name,
         resources={"metadata": {"path": str(path.parent)}},
-        record_timing=False,
+        record_timing=True,  # for slow_cells; stripped before the notebook is written
         allow_errors=True,
     )
     client.execute()
     probe = notebook.cells.pop()
+    slow = slow_cells(notebook)
+    print(f"{path}: cells of 5 s or more: {len(slow)}", *slow, sep="\n", flush=True)
     try:
         found = freshness.parse_probe_output("".join(_output_text(output) for output in probe.get("outputs", [])))
     except ValueError as missing:  # the kernel could not run the step: the book will say "never fingerprinted"

@@ -99,6 +99,24 @@ def test_strip_volatile_metadata_keeps_tags():
     assert notebook.cells[1].metadata == {"tags": ["hide-input"]}
 
 
+def test_slow_cells_name_the_cells_that_took_long_from_nbclients_times():
+    notebook = good_notebook()
+    code = [i for i, cell in enumerate(notebook.cells) if cell.cell_type == "code"]
+    slow, quick = notebook.cells[code[0]], notebook.cells[code[1]]
+    slow.metadata["execution"] = {
+        "iopub.execute_input": "2026-11-26T11:00:00.000000Z",
+        "shell.execute_reply": "2026-11-26T11:00:12.500000Z",
+    }
+    quick.metadata["execution"] = {
+        "iopub.execute_input": "2026-11-26T11:00:13Z",
+        "shell.execute_reply": "2026-11-26T11:00:14Z",
+    }
+    first_line = next(line for line in slow.source.splitlines() if line.strip())
+    assert notebooks.slow_cells(notebook) == [f"cell {code[0]}: 12.5 s  {first_line[:70]}"]
+    assert len(notebooks.slow_cells(notebook, at_least_s=1.0)) == 2
+    assert notebooks.slow_cells(notebooks.strip_volatile_metadata(notebook)) == []
+
+
 def test_toc_files_walks_parts_chapters_and_sections(tmp_path):
     (tmp_path / "_toc.yml").write_text(
         "format: jb-book\nroot: intro\nparts:\n- caption: One\n  chapters:\n  - file: chapters/01_a\n"
@@ -119,7 +137,7 @@ def test_execute_notebook_runs_in_the_notebooks_folder(tmp_path):
     cell = notebooks.read_notebook(path).cells[0]
     assert cell.execution_count == 1
     assert cell.outputs[0]["text"] == "chapters\n"
-    assert "execution" not in cell.metadata
+    assert "execution" not in cell.metadata  # recorded for the log's slow cells, then stripped
 
 
 @pytest.mark.slow

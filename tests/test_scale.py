@@ -279,6 +279,19 @@ def test_the_second_gpu_is_credited_only_as_far_as_the_repeats_go():
         cluster.Placement(3, workers_per_gpu=2)
 
 
+def test_a_job_of_several_stages_is_bounded_by_its_stages_repeats():
+    one = cluster.PLACEMENTS[0]
+    run = _run(one, [4.0, 4.2, 4.4])
+    run.timings["read from disk"] = Timing("read from disk", (0.5, 0.9, 0.7), "wall")
+    job = ["read from disk", "score every recording"]
+    assert timing.job_bounds(run, job) == pytest.approx({"fastest": 4.5, "slowest": 5.3})
+    assert timing.job_bounds(run, job[1:]) == pytest.approx({"fastest": 4.0, "slowest": 4.4})
+    with pytest.raises(ValueError, match="name stages"):
+        timing.job_bounds(run, ["read from tape"])
+    with pytest.raises(ValueError, match="none named"):
+        timing.job_bounds(run, [])
+
+
 def test_runs_of_a_mirrored_order_are_pooled_by_placement():
     one, shared, own = cluster.PLACEMENTS
     order = [_run(one, [4.0]), _run(shared, [2.0, 2.2]), _run(own, [1.0]), _run(own, [1.4]), _run(shared, [3.0])]

@@ -6,6 +6,7 @@
 - :func:`pool_runs` pools the runs of each placement (clusters started in a mirrored order);
 - :func:`scaling_table` and :func:`spread_table` set them side by side; :func:`second_gpu_speedup` bounds what the
   second GPU buys against two workers on one;
+- :func:`job_bounds` bounds a job made of several stages (the read, then the scoring) from its stages' repeats;
 - :func:`task_table` and :func:`task_median` set a recording's scoring task beside its read task.
 """
 
@@ -188,6 +189,21 @@ def second_gpu_speedup(shared: ScalingRun, own: ScalingRun, stage: str) -> dict[
         raise ValueError(f"compare as many workers on fewer GPUs with more, not {shared.placement} and {own.placement}")
     few, many = shared.timings[stage], own.timings[stage]
     return {"at least": few.min / many.max, "median": few.median / many.median, "at most": few.max / many.min}
+
+
+def job_bounds(run: ScalingRun, stages) -> dict[str, float]:
+    """A job made of ``stages`` one after the other (say ``["read from disk", "score every recording"]``), as
+    ``run``'s repeats bound it: ``"fastest"`` adds each stage's fastest repeat, no repeat of the whole job could
+    have been faster; ``"slowest"`` adds each stage's slowest, none could have been slower. The stages are timed
+    one after the other, not as one job, so these bounds are what the repeats support without pairing them."""
+    missing = [stage for stage in stages if stage not in run.timings]
+    if not stages or missing:
+        named = missing or "none named"
+        raise ValueError(f"name stages {run.placement.label!r} timed: {named} not among {list(run.timings)}")
+    return {
+        "fastest": sum(run.timings[stage].min for stage in stages),
+        "slowest": sum(run.timings[stage].max for stage in stages),
+    }
 
 
 def scaling_table(runs):
