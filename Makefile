@@ -144,7 +144,7 @@ pdf: $(BOOK_DEPS)
 
 # A rehearsal of a workshop: AGENDA is two-hours, half-day or full-day (the teachers' page); SEATS times LIMIT
 # must fit the card, and LIMIT must hold the agenda's largest recorded peak. REHEARSE_ARGS passes more options
-# (--skip-memory-check, --chapters ..., --timeout S; python -m booktools.rehearse --help).
+# (--skip-memory-check, --two-kernels, --chapters ..., --timeout S; python -m booktools.rehearse --help).
 AGENDA ?= two-hours
 SEATS ?= 4
 LIMIT ?= 16G

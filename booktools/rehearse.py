@@ -19,6 +19,9 @@ as participants do: from a folder outside the repository, importing the installe
 with ``XLA_PYTHON_CLIENT_PREALLOCATE=false``. A seat past ``--timeout`` is stopped with its kernels; a
 rehearsal cut short is recorded as such, with what every seat finished; failed notebooks are kept under
 ``runs/rehearsals/``. ``--chapters`` rehearses part of an agenda, to split a long one across several runs.
+``--two-kernels`` makes the last seat a participant with two notebooks running at once: it executes its chapters
+two at a time, each in its own kernel, and each kernel is an MPS client with a share of its own, so that seat may
+hold two shares where the plan gave it one.
 
 Under MPS a fatal GPU fault (an illegal address) in one client is reported to every client on that GPU, and the
 server accepts no new client until they have all exited: one seat's fault can stop the room. A rehearsal shows
@@ -35,8 +38,10 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -68,6 +73,7 @@ class Seat:
     edition: str  # "participant", or "teacher" for the book's notebooks with their solutions
     chapters: list[ChapterAtSeat] = field(default_factory=list)
     peak_bytes: int | None = None  # GPU memory held by the seat's processes at their peak (NVML); None if unread
+    kernels: int = 1  # how many of its chapters ran at once, each in its own kernel (--two-kernels: 2)
 
     @property
     def passed(self) -> bool:
@@ -109,10 +115,16 @@ class Rehearsal:
         teacher = [seat for seat in self.seats if seat.edition == "teacher"]
         said = f"; the teacher's seat {'passed' if teacher[0].passed else 'FAILED'}" if teacher else ""
         part = "" if not self.chapters else f" ({len(self.chapters)} chapters: {', '.join(self.chapters)})"
+        doubled = [seat for seat in self.seats if seat.kernels > 1]
+        held = "".join(
+            f"; seat {seat.seat} ran {seat.kernels} kernels at once and {'passed' if seat.passed else 'FAILED'}"
+            for seat in doubled
+        )
         return (
             f"{self.agenda}{part}, {len(self.seats)} seats of {self.limit} on {self.gpu}: {self.passed_seats} of "
             f"{len(self.participants)} participant seats passed every chapter{said}; the slowest seat took "
             f"{slowest / 60:.1f} min; GPU peak {peak} of {self.gpu_total_bytes / GIB:.1f} GiB"
+            + held
             + ("" if self.memory_check else "; memory check skipped")
             + ("; INTERRUPTED" if self.interrupted else "")
         )
@@ -120,7 +132,13 @@ class Rehearsal:
     @classmethod
     def from_dict(cls, data: dict) -> Rehearsal:
         seats = [
-            Seat(s["seat"], s["edition"], [ChapterAtSeat(**c) for c in s["chapters"]], s["peak_bytes"])
+            Seat(
+                s["seat"],
+                s["edition"],
+                [ChapterAtSeat(**c) for c in s["chapters"]],
+                s["peak_bytes"],
+                s.get("kernels", 1),
+            )
             for s in data["seats"]
         ]
         return cls(**{**data, "seats": seats})
@@ -209,27 +227,43 @@ def run_seat(
     out: Path | None = None,
     execute: Callable[[Path], None] | None = None,
     read: Callable[[], int | None] = seat_gpu_bytes,
+    kernels: int = 1,
 ) -> tuple[list[ChapterAtSeat], int | None]:
     """Execute ``chapters`` in ``folder`` in order, going on after a failure (a failed cell, a dead kernel, a
-    timeout); return each chapter's result and the peak of GPU memory the seat's processes held. With ``out``,
-    what the seat has finished is written there after every chapter, so a seat stopped later keeps it."""
+    timeout); return each chapter's result (in the order of ``chapters``) and the peak of GPU memory the seat's
+    processes held. With ``kernels=2`` two chapters run at once, each in its own kernel, the next starting when one
+    ends: a participant with two notebooks running. With ``out``, what the seat has finished is written there
+    after every chapter, so a seat stopped later keeps it."""
+    if kernels < 1:
+        raise RehearsalError(f"a seat runs its chapters in at least one kernel, not {kernels}")
     execute = execute or execute_notebook
-    results: list[ChapterAtSeat] = []
-    with MemorySampler(read, interval=0.5) as sampler:
-        for name in chapters:
-            begun = time.perf_counter()
-            try:
-                execute(folder / f"{name}.ipynb")
-                results.append(ChapterAtSeat(name, True, time.perf_counter() - begun))
-            except NotebookFailed as failure:
-                first = str(failure).splitlines()[1] if "\n" in str(failure) else str(failure)
-                results.append(ChapterAtSeat(name, False, time.perf_counter() - begun, first[:300]))
-            except Exception as error:  # noqa: BLE001 - a kernel that died or timed out fails this chapter only
-                said = f"{type(error).__name__}: {error}"
-                results.append(ChapterAtSeat(name, False, time.perf_counter() - begun, said[:300]))
+    finished: dict[str, ChapterAtSeat] = {}
+    lock = threading.Lock()
+
+    def one(name: str) -> None:
+        begun = time.perf_counter()
+        try:
+            execute(folder / f"{name}.ipynb")
+            result = ChapterAtSeat(name, True, time.perf_counter() - begun)
+        except NotebookFailed as failure:
+            first = str(failure).splitlines()[1] if "\n" in str(failure) else str(failure)
+            result = ChapterAtSeat(name, False, time.perf_counter() - begun, first[:300])
+        except Exception as error:  # noqa: BLE001 - a kernel that died or timed out fails this chapter only
+            said = f"{type(error).__name__}: {error}"
+            result = ChapterAtSeat(name, False, time.perf_counter() - begun, said[:300])
+        with lock:
+            finished[name] = result
             if out is not None:
-                write_seat(out, results, sampler.peak or None)
-    return results, (sampler.peak or None)
+                write_seat(out, [finished[c] for c in chapters if c in finished], sampler.peak or None)
+
+    with MemorySampler(read, interval=0.5) as sampler:
+        if kernels == 1:
+            for name in chapters:
+                one(name)
+        else:
+            with ThreadPoolExecutor(max_workers=kernels) as pool:  # each execution starts a kernel of its own
+                list(pool.map(one, chapters))
+    return [finished[name] for name in chapters], (sampler.peak or None)
 
 
 def write_seat(out: Path, chapters: Sequence[ChapterAtSeat], peak: int | None) -> None:
@@ -238,7 +272,7 @@ def write_seat(out: Path, chapters: Sequence[ChapterAtSeat], peak: int | None) -
     records.write_atomic(out, json.dumps({"chapters": [asdict(c) for c in chapters], "peak": peak}))
 
 
-def read_seat(out: Path, index: int, kind: str, chapters: Sequence[str], why: str) -> Seat:
+def read_seat(out: Path, index: int, kind: str, chapters: Sequence[str], why: str, kernels: int = 1) -> Seat:
     """Seat ``index`` as it wrote itself to ``out``; chapters it never finished are failed with ``why``."""
     done: list[ChapterAtSeat] = []
     peak = None
@@ -247,7 +281,8 @@ def read_seat(out: Path, index: int, kind: str, chapters: Sequence[str], why: st
         done, peak = [ChapterAtSeat(**c) for c in data["chapters"]], data["peak"]
     finished = {c.chapter for c in done}
     done += [ChapterAtSeat(name, False, 0.0, why) for name in chapters if name not in finished]
-    return Seat(index, kind, done, peak)
+    done.sort(key=lambda c: list(chapters).index(c.chapter))
+    return Seat(index, kind, done, peak, kernels)
 
 
 def seat_environment(environment: dict[str, str], *, memory_check: bool = True) -> dict[str, str]:
@@ -289,9 +324,10 @@ def stop(process: subprocess.Popen, grace: float = 10) -> None:
             continue
 
 
-def seat_command(folder: Path, chapters: Sequence[str], out: Path) -> list[str]:
+def seat_command(folder: Path, chapters: Sequence[str], out: Path, kernels: int = 1) -> list[str]:
     """The command that runs one seat in its own process (``python -m booktools.rehearse seat ...``)."""
-    return [sys.executable, "-m", "booktools.rehearse", "seat", "--folder", str(folder), "--out", str(out), *chapters]
+    command = [sys.executable, "-m", "booktools.rehearse", "seat", "--folder", str(folder), "--out", str(out)]
+    return command + (["--kernels", str(kernels)] if kernels > 1 else []) + list(chapters)
 
 
 def rehearse(
@@ -302,17 +338,19 @@ def rehearse(
     chapters: Sequence[str] | None = None,
     teacher: bool = True,
     memory_check: bool = True,
+    two_kernels: bool = False,
     timeout_s: float = 3600,
     device: int = 0,
     keep: Path | None = None,
     machine: Callable[[], tuple[str, str, int]] | None = None,
-    command: Callable[[Path, Sequence[str], Path], list[str]] = seat_command,
+    command: Callable[..., list[str]] = seat_command,
     read_gpu: Callable[[], int | None] | None = None,
     log: Callable[[str], None] = print,
 ) -> Rehearsal:
     """Run ``seats`` seats of ``agenda`` (or of ``chapters``, a part of it) at once under MPS with ``limit`` each;
-    return what happened. A seat still running after ``timeout_s`` is stopped; failed notebooks are copied to
-    ``keep`` (a folder per seat) when given."""
+    return what happened. With ``two_kernels`` the last seat runs its chapters two at a time (:func:`run_seat`).
+    A seat still running after ``timeout_s`` is stopped; failed notebooks are copied to ``keep`` (a folder per
+    seat) when given."""
     planned = teaching.agenda(agenda)
     chapters = list(chapters or planned)
     unknown = [name for name in chapters if name not in planned]
@@ -320,6 +358,7 @@ def rehearse(
         raise RehearsalError(f"not in the agenda {agenda}: {', '.join(unknown)} (it holds {', '.join(planned)})")
     gpu, driver, total = (machine or this_gpu)()
     check_plan(seats, limit, total, teaching.largest_need(chapters) if memory_check else None)
+    kernels = [1] * (seats - 1) + [2 if two_kernels else 1]  # the last seat may run two chapters at once
     interrupted = False
     with tempfile.TemporaryDirectory(prefix="rehearsal-") as scratch:
         folders = prepare_seats(chapters, seats, Path(scratch), teacher=teacher)
@@ -329,9 +368,20 @@ def rehearse(
             environment = seat_environment(environment, memory_check=memory_check)
             check_installed(environment, folders[0][0])
             log(f"rehearse: {seats} seats of {agenda} ({', '.join(chapters)}) under MPS, {limit} each")
+            if two_kernels:
+                shares = (seats + 1) * limit_bytes(limit) / GIB
+                log(
+                    f"rehearse: seat {seats} runs two chapters at once, one share each: {seats + 1} shares of {limit}, "
+                    f"{shares:.1f} GiB of the card's {total / GIB:.1f} GiB"
+                )
             processes = [
-                subprocess.Popen(command(folder, chapters, out), cwd=folder, env=environment, start_new_session=True)
-                for (folder, _), out in zip(folders, results, strict=True)
+                subprocess.Popen(
+                    command(folder, chapters, out, **({"kernels": n} if n > 1 else {})),
+                    cwd=folder,
+                    env=environment,
+                    start_new_session=True,
+                )
+                for (folder, _), out, n in zip(folders, results, kernels, strict=True)
             ]
             deadline = time.monotonic() + timeout_s
             try:
@@ -345,8 +395,8 @@ def rehearse(
         wall = time.perf_counter() - begun
         why = "interrupted" if interrupted else f"not finished within {timeout_s:g} s"
         seat_records = [
-            read_seat(out, index, kind, chapters, why)
-            for index, ((_, kind), out) in enumerate(zip(folders, results, strict=True), start=1)
+            read_seat(out, index, kind, chapters, why, n)
+            for index, ((_, kind), out, n) in enumerate(zip(folders, results, kernels, strict=True), start=1)
         ]
         if keep is not None:
             keep_failed(folders, keep)
@@ -401,6 +451,7 @@ def main(argv: list[str] | None = None) -> int:
     seat = sub.add_parser("seat", help="(used by the rehearsal) run one seat's chapters in a folder")
     seat.add_argument("--folder", type=Path, required=True)
     seat.add_argument("--out", type=Path, required=True)
+    seat.add_argument("--kernels", type=int, default=1, help="run this many chapters at once")
     seat.add_argument("chapters", nargs="+")
     parser.add_argument("--agenda", default="two-hours", help=f"one of {', '.join(teaching.AGENDAS)}")
     parser.add_argument("--seats", type=int, default=4)
@@ -411,9 +462,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--skip-memory-check", action="store_true", help="rehearse a share smaller than the chapters' recorded peaks"
     )
+    parser.add_argument(
+        "--two-kernels", action="store_true", help="the last seat runs two chapters at once, a share for each"
+    )
     args = parser.parse_args(argv)
     if args.action == "seat":
-        chapters, _ = run_seat(args.folder, args.chapters, out=args.out)
+        chapters, _ = run_seat(args.folder, args.chapters, out=args.out, kernels=args.kernels)
         return 0 if all(c.passed for c in chapters) else 1
     keep = RUNS / "rehearsals" / f"{time.strftime('%Y%m%d-%H%M%S')}-{args.agenda}-{args.seats}x{args.limit}"
     try:
@@ -424,6 +478,7 @@ def main(argv: list[str] | None = None) -> int:
             chapters=args.chapters,
             teacher=not args.no_teacher,
             memory_check=not args.skip_memory_check,
+            two_kernels=args.two_kernels,
             timeout_s=args.timeout,
             keep=keep,
         )

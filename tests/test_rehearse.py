@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from types import SimpleNamespace as Process
@@ -229,3 +230,80 @@ def test_bad_input_is_one_sentence_and_exit_status_2(argv, said, capsys, monkeyp
     monkeypatch.setattr(rehearse, "this_gpu", lambda: MACHINE)
     assert rehearse.main(argv) == 2
     assert said in capsys.readouterr().err
+
+
+def test_a_seat_with_two_kernels_runs_two_chapters_at_once_and_reports_in_agenda_order(tmp_path):
+    running, most, lock = set(), [0], threading.Lock()
+    waits = {"00_a": 0.6, "01_b": 0.1, "02_c": 0.3, "03_d": 0.1}
+
+    def execute(path: Path) -> None:
+        with lock:
+            running.add(path.stem)
+            most[0] = max(most[0], len(running))
+        time.sleep(waits[path.stem])
+        with lock:
+            running.discard(path.stem)
+        if path.stem == "02_c":
+            raise RuntimeError("CUDA out of memory")
+
+    out = tmp_path / "seat.json"
+    results, _ = rehearse.run_seat(tmp_path, list(waits), out=out, execute=execute, read=lambda: None, kernels=2)
+    assert most[0] == 2  # never more, and at some point both
+    assert [(r.chapter, r.passed) for r in results] == [("00_a", True), ("01_b", True), ("02_c", False), ("03_d", True)]
+    assert [c["chapter"] for c in json.loads(out.read_text())["chapters"]] == list(waits)
+    one_at_a_time, _ = rehearse.run_seat(tmp_path, ["01_b", "03_d"], execute=execute, read=lambda: None)
+    assert [r.chapter for r in one_at_a_time] == ["01_b", "03_d"]
+    with pytest.raises(rehearse.RehearsalError, match="at least one kernel, not 0"):
+        rehearse.run_seat(tmp_path, ["01_b"], execute=execute, read=lambda: None, kernels=0)
+
+
+def test_the_last_seat_can_hold_two_kernels_and_the_record_says_so(control, monkeypatch):  # noqa: F811
+    asked, said = [], []
+
+    def seat(folder, chapters, out, kernels=1):
+        asked.append(kernels)
+        return fake_seat(folder, chapters, out)
+
+    done = rehearse.rehearse(
+        "two-hours",
+        3,
+        "16G",
+        two_kernels=True,
+        machine=lambda: MACHINE,
+        command=seat,
+        read_gpu=lambda: None,
+        log=said.append,
+    )
+    assert asked == [1, 1, 2] and [s.kernels for s in done.seats] == [1, 1, 2]
+    assert (
+        "seat 3 runs two chapters at once, one share each: 4 shares of 16G, 64.0 GiB of the card's 80.0 GiB" in said[-1]
+    )
+    assert "; seat 3 ran 2 kernels at once and FAILED" in done.summary()  # the fake fails chapter 03 at seat 3
+    assert rehearse.seat_command(Path("f"), ["00_a"], Path("o"), kernels=2)[-3:] == ["--kernels", "2", "00_a"]
+    assert "--kernels" not in rehearse.seat_command(Path("f"), ["00_a"], Path("o"))
+
+
+def test_records_from_before_two_kernel_seats_read_as_one_kernel_each():
+    old = {"seat": 1, "edition": "teacher", "chapters": [], "peak_bytes": None}
+    data = {
+        "agenda": "two-hours", "limit": "16G", "gpu": "H100", "driver": "580", "gpu_total_bytes": 80 * GIB,
+        "date": "2026-11-24", "wall_seconds": 1.0, "gpu_peak_bytes": None, "seats": [old],
+    }  # fmt: skip
+    assert rehearse.Rehearsal.from_dict(data).seats[0].kernels == 1
+
+
+@pytest.mark.slow
+def test_the_seat_command_runs_real_notebooks_two_at_a_time(tmp_path):
+    for name in ("01_a", "02_b"):
+        chapter = nbformat.v4.new_notebook()
+        span = f"pathlib.Path('{name}.span').write_text(f'{{start}} {{time.time()}}')"
+        code = f"import pathlib, time\nstart = time.time()\ntime.sleep(3)\n{span}"
+        chapter.cells.append(nbformat.v4.new_code_cell(code))
+        nbformat.write(chapter, tmp_path / f"{name}.ipynb")
+    out = tmp_path / "seat.json"
+    command = rehearse.seat_command(tmp_path, ["01_a", "02_b"], out, kernels=2)
+    done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    (a0, a1), (b0, b1) = ([float(x) for x in (tmp_path / f"{n}.span").read_text().split()] for n in ("01_a", "02_b"))
+    assert max(a0, b0) < min(a1, b1)  # the two kernels ran at the same time
+    assert all(c.passed for c in rehearse.read_seat(out, 1, "participant", ["01_a", "02_b"], "never", 2).chapters)
