@@ -336,9 +336,13 @@ for name, seconds in tour_tasks.items():
 # were written, and the comparison below times the reads afresh (from disk and from the page cache) and prints the
 # scoring task against them.
 #
-# <!-- write from the outputs: compare the tour's median read task with the comparison's read tasks (the task
-# table there). The first run (EPOCHS = 1) had the tour's read about 3x the comparison's warm read; if that holds,
-# say so here and what may cause it (files just written, a reader not yet warm), without a figure. -->
+# In the runs so far, the tour's median read task took several times the comparison's read from the page cache,
+# nearer its read from disk (the task table there): the tour's reads are each worker's first, right after the
+# recordings were written, and this chapter does not measure which of the two (a process's first read, or pages
+# just written) costs the difference. That is why the comparison times its reads afresh.
+#
+# <!-- check against the next run, then remove: the tour's read task (line above) against the task table's
+# "every cluster" row (second run: 51.6 ms against 13.8 ms warm and 61.9 ms cold). -->
 #
 # How good are the scores? Every recording has its truth beside it, and `recording_quality` runs where each table
 # lives, reads the truth and sends back one row: chapter 6's measures for the global model, and for each of the
@@ -398,10 +402,15 @@ print(
 # at `EPOCHS` fine-tuning epochs: on how many of these recordings fine-tuning lowered the ectopic AUROC, and by how
 # much it moved it either way.
 #
-# <!-- write from the outputs: say in words whether the worry materialised at EPOCHS = 5 (the line "fine-tuning
-# lowered it on N of M"); at EPOCHS = 1 fine-tuning raised it on every one of them. Check on a second card
-# (nvidia-h200-x2) whether the AUROCs of this cell and the two before it, and the shares and separations of the
-# rankings, print the same digits; if not, tag those cells nbval-ignore-output or round to 2 decimals. -->
+# In the runs so far the worry came true on a few of them, not on most: at `EPOCHS` epochs fine-tuning lowered the
+# ectopic AUROC on a minority of the unseen ectopic-heavy recordings and raised it on the others (the two lines
+# above; at one epoch, in an earlier run, it raised it on every one). A department that fine-tunes per recording
+# should check each recording's own ectopic beats, not only the median.
+#
+# <!-- check against the next run, then remove: the count line (second run: lowered on 1 of 4, median +0.051; first
+# run at EPOCHS = 1: 0 of 4). Check on a second card (nvidia-h200-x2) whether the AUROCs of this cell and the two
+# before it, and the shares and separations of the rankings, print the same digits; if not, tag those cells
+# nbval-ignore-output or round to 2 decimals. -->
 
 # %% [markdown]
 # ### Zero-copy inside each worker
@@ -681,9 +690,11 @@ for stage in shown_stages + ["read from disk"] * COLD:
 # from the page cache, and how many times the one takes the other. No claim is made on that ratio: what it is
 # there for, that the second GPU's gain on scoring is a gain on the whole job, is claimed below, read included.
 #
-# <!-- write from the outputs: the "every cluster" row's ratio for the read from disk (second run, EPOCHS = 5,
-# HOURS = 8: 10x executed, 9.5x in nbval's re-run, which failed the 10x bar the claim then had: a claim sitting on
-# its bar says nothing either way). Point to the row; type no figure. -->
+# Here a recording's scoring task took an order of magnitude longer than its read from disk, and longer still than
+# its read from the page cache (the "every cluster" row): scoring is the stage worth comparing.
+#
+# <!-- check against the next run, then remove: the "every cluster" row (second run, EPOCHS = 5, HOURS = 8: 10x
+# from disk when executed, 9.5x in nbval's re-run, 45x from the page cache). -->
 
 # %% tags=["nbval-ignore-output"]
 print(task_table(runs).to_string())
@@ -701,8 +712,11 @@ print(task_table(runs).to_string())
 # (the counts printed at each start): where the two GPUs' workers may run on the same cores, the second GPU
 # brought no cores of its own. The control removes the second GPU, not the host around it.
 #
-# <!-- write from the outputs: on the first run (2x H100) every worker could run on all 32 cores, so the second
-# GPU brought its own PCIe link and no cores of its own; say what this run printed. -->
+# On the lab's two-GPU host every worker could run on every core of the host (the counts printed at each start:
+# one NUMA node): the second GPU brought its own PCIe link, and no cores of its own.
+#
+# <!-- check against the next run, then remove: the core counts at each start (both runs: 32 cores, all open to
+# every worker). -->
 #
 # The last lines add the read to the scoring: the read from disk (from the page cache where no disk was timed) and
 # then the scoring, each as the notebook timed it, its own part included. The stages were timed one after the
@@ -803,12 +817,13 @@ else:
 # and that share of the ratio is not the GPU's. The two-GPU rows show whether both GPUs were kept as busy as the
 # one was, over the workers' busy time.
 #
-# <!-- write from the outputs: what one worker alone kept busy (first run: 83 % over the whole run, diluted by the
-# notebook's part), what a second process added (first run: 91 %) while scoring got slower (the second-process
-# line; first run 0.90x), and whether the two-GPU rows now read as busy as the one-worker row (first run: 76/74 %,
-# diluted; now the samples are cut to the workers' busy span). Second run (samples cut to the busy spans): one
-# worker alone 94.0 %, two on one GPU 97.6 % (+3.6 points) with scoring 0.90x, two GPUs 93.3/93.5 %. Point to the
-# lines; type no figure. -->
+# In this chapter's runs one worker alone kept its GPU busy nearly all of its busy span (the first line), a second
+# process on the same GPU added a few points (the last line) while the scoring got slower (the second-process line,
+# below 1×), and each GPU of the two-GPU cluster read about as busy as the one worker's GPU alone. So the second
+# GPU's ratio is the capacity of a second GPU, with its link, not work the host held up.
+#
+# <!-- check against the next run, then remove: second run (samples cut to the busy spans): one worker alone
+# 94.0 %, two on one GPU 97.6 % (+3.6 points) with scoring 0.90x, two GPUs 93.3/93.5 %. -->
 
 # %% tags=["nbval-ignore-output"]
 last = runs[-1]
@@ -883,12 +898,16 @@ for run in runs[1:]:
 # counts the bytes the workers sent, to each other and to the notebook (by Dask's count of their size). Their rows of the table show, for each
 # cluster, what the rankings took; the chapter makes no claim about how they scale.
 #
-# <!-- write from the outputs: the second-process line (first run: 0.90x, slower), the second GPU against each
-# one-GPU cluster (first run: 2.1-2.3x against two on one GPU, about 1.9x against one alone), the read rows (first
-# run: 1.7x from the page cache, 1.1x from disk), the notebook's share of a run per cluster (first run: largest on
-# two GPUs) and the occupancies. Second run: 0.90x; 2.2x against two on one GPU, 2.0x against one alone; reads
-# 1.7x from the page cache, 1.2x from disk; the notebook's share 5.9 / 3.7 / 6.8 % (largest on two GPUs);
-# occupancies 93 to 99.9 %. Point to the printed lines, type no figure. -->
+# In this chapter's runs a second process on one GPU made scoring slower, not faster (the second-process line). The
+# second GPU sped scoring up against either one-GPU cluster, more against two workers on one GPU than against one
+# worker alone: the difference is what two processes lost taking turns on one GPU. The read from the page cache
+# sped up less than the scoring, and the read from disk hardly at all (the read rows: the workers share one disk).
+# The notebook's share of a scoring run was largest on two GPUs, and every worker's tasks filled nearly all of its
+# busy span (the occupancy column).
+#
+# <!-- check against the next run, then remove: second run: 0.90x; 2.2x against two on one GPU, 2.0x against one
+# alone; reads 1.7x from the page cache, 1.2x from disk; the notebook's share 5.9 / 3.7 / 6.8 %; occupancies 93 to
+# 99.9 %. First run: 0.90x; 2.1-2.3x and 1.9x; 1.7x and 1.1x. -->
 #
 # Every cluster produced the same rankings, within the tolerance the cell above states, so the clusters changed
 # the time and nothing else that the rankings show.
@@ -982,9 +1001,12 @@ if GPUS >= 2:
 # runs teach: keep every CUDA call (and, to be safe, every GPU import) under the `if __name__ == "__main__":`
 # guard, or in the functions the workers run.
 #
-# <!-- write from the outputs: on the first run `import cudf` misplaced no worker (0 warning lines) and the CuPy
-# array put the GPU-1 worker's arrays on GPU 0 (3 warning lines). Say which run misplaced a worker, pointing to the
-# rows above, and keep the heading's wording if it still holds. -->
+# In the runs so far, a top-level `import cudf` misplaced no worker and left no warning in the workers' logs, and a
+# top-level CuPy array put the second worker's arrays on the first GPU, with Dask-CUDA's warning in the logs (the
+# rows and counts above).
+#
+# <!-- check against the next run, then remove: both runs: `import cudf` 0 warning lines, every worker on its own
+# GPU; the CuPy array: the GPU-1 worker's arrays on GPU 0, 3 warning lines. -->
 #
 # ### One process per GPU, the PyTorch way: `torchrun`
 #
@@ -1078,8 +1100,12 @@ print(f"spilling: {format_ratio(spills['timing'].median / fits['timing'].median)
 # repeat stands far from the others, the median is the figure to read. For cuDF work, cuDF's own spilling
 # (`enable_cudf_spill=True`) moves individual buffers rather than whole task results.
 #
-# <!-- write from the outputs: on the first run one repeat of the control took about 11x its median (three repeats,
-# warmup=1); say whether an outlier remains with SPILL_REPEAT = 5, pointing to the printed range. -->
+# With five repeats, no repeat of the control stood far from the others in the latest run (the range on its line),
+# and the spilled case's fastest pass took many times the control's slowest, so the ratio holds whichever repeats
+# one takes.
+#
+# <!-- check against the next run, then remove: second run: control 48.1 ms median, 31.7 to 70.2 ms; spilled 1.80 s,
+# 1.75 to 1.87 s; 37x. First run (three repeats): one control repeat about 11x its median. -->
 
 # %% [markdown]
 # ## The dashboard, other transports
