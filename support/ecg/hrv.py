@@ -90,7 +90,10 @@ def rate_per_minute(candidates, lengths, fs: float, minutes: int):
 
     Two scatter-adds (``add.at``): the sum of the instantaneous rates in each minute, and how many there are.
     ``minutes`` is passed in (the signal's length fixes it), so the GPU is never asked for the largest minute,
-    as ``bincount`` would ask it: nothing crosses to the host.
+    as ``bincount`` would ask it: nothing crosses to the host. Pass at least ``ceil(n_samples / int(60 * fs))``
+    (``-(-n_samples // int(60 * fs))``): NumPy raises for a beat past the last minute, but CuPy's scatter-add
+    takes the index modulo the length (read in CuPy 14.2's ``_create_scatter_kernel``), so on the GPU that beat
+    would silently land in minute 0.
 
     >>> beats = np.arange(0, 180 * 250, 250)  # one beat a second for three minutes at 250 Hz
     >>> rate_per_minute(beats, np.diff(beats), 250.0, minutes=4).tolist()
