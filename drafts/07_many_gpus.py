@@ -458,9 +458,12 @@ for worker, stages in traffic.items():
 # nameable: the model's weights on their way in (the `score` row: at `CHANNELS` channels they are megabytes, and
 # since the model travels with each task, on the CPU, they cross to the GPU once per task), a little that cuDF's
 # reader reads back while it parses, and a few scalars (a count, a threshold). The table shows the weights beside
-# the read; no claim is made of either. Sending the model once per worker (`client.scatter(model,
-# broadcast=True)`, then passing its future) would keep one copy on each worker; the chapter keeps the simpler
-# form, and the comparison below prints the notebook's part of a scoring run, where sending the tasks is.
+# the read; no claim is made of either. On its way to the workers the model is pickled once by the notebook, with
+# the `client.map` call, and again by the scheduler into every task it sends (distributed 2026.7.1 pickles each
+# task's `compute-task` message on its own), so each worker receives a copy per task. Sending the model once per
+# worker (`client.scatter(model, broadcast=True)`, then passing its future) would keep one copy on each worker;
+# the chapter keeps the simpler form, and the comparison below prints the notebook's part of a scoring run, where
+# handing out the tasks is.
 #
 # ## The rankings
 #
@@ -884,9 +887,9 @@ for run in runs[1:]:
 # parse on the GPU is what a second GPU can share; from the disk, the workers share one disk. This chapter measures
 # no alternative to reading text, so it says nothing about what would read faster.
 #
-# Seen from the notebook, a scoring run takes longer than the workers' span: the notebook's part (packing sixteen
-# tasks, the model with them, and sending them to the scheduler, the scheduler handing them out, the news that
-# they are done coming back) comes on top, and the cell prints it for each cluster, as a time and as a share of the
+# Seen from the notebook, a scoring run takes longer than the workers' span: the notebook's part (the call and the
+# model pickled once and sent to the scheduler, the scheduler pickling the model into each of sixteen tasks as it
+# hands them out, the news that they are done coming back) comes on top, and the cell prints it for each cluster, as a time and as a share of the
 # run, beside each worker's occupancy in the table before it. It is not GPU work, which is why the comparison is
 # made on the workers' span; where the workers' part shrinks (two GPUs), a notebook's part that does not shrink
 # with it is a larger share of what a user waits for.
