@@ -8,9 +8,9 @@ CUDA driver reads ``CUDA_VISIBLE_DEVICES`` once, when it initializes. So a CUDA 
 array made with CuPy, some imports that touch the GPU) initializes the driver in every worker while all GPUs
 are visible: its device 0 is the machine's GPU 0, and every worker computes there, whatever its
 ``CUDA_VISIBLE_DEVICES`` says afterwards. Dask-CUDA warns in each worker's log (``dask_cuda.initialize``, for
-every protocol since dask-cuda PR #1548: a context already exists on device 0, and "should have a CUDA context
-assigned to device ..."), but the log is the worker's stderr, which a notebook does not show: :func:`worker_gpus`
-returns those lines beside what each worker computes on.
+every protocol since dask-cuda PR #1548, with ``logger.warning``: "A CUDA context for device N ... already exists",
+here N = 0, and "should have a CUDA context assigned to device ..."), but the log is the worker's stderr, which a
+notebook does not show: :func:`worker_gpus` returns those lines beside what each worker computes on.
 
 A notebook is not re-run by spawned workers (its ``__main__`` has no file), so a context the notebook makes
 costs only its own memory on its GPU 0 (that of the first worker).
