@@ -11,7 +11,8 @@ The allocators (:data:`ALLOCATORS`), each capped at the same number of bytes by 
 - ``PyTorch caching allocator`` and ``PyTorch, expandable segments``: ``caching_allocator_alloc``/``_delete``,
   capped with ``torch.cuda.set_per_process_memory_fraction``; the second with
   ``PYTORCH_ALLOC_CONF=expandable_segments:True`` (PyTorch 2.11 still reads the older name,
-  ``PYTORCH_CUDA_ALLOC_CONF``, when this one is unset, and warns that it is deprecated), which maps physical pages
+  ``PYTORCH_CUDA_ALLOC_CONF``, without a warning, and prefers it where both are set: :func:`process_environment` clears
+  both before setting one), which maps physical pages
   into one growing virtual segment and can unmap the free ones;
 - ``RMM pool``: a ``PoolMemoryResource`` whose initial and maximum size are the cap;
 - ``cudaMallocAsync pool``: a pool of the driver's stream-ordered allocator created with ``maxSize`` set to the

@@ -88,9 +88,9 @@ def provoke(cap: int = CAP_BYTES) -> dict:
 
 def provoke_in_fresh_process(alloc_conf: str = "expandable_segments:False", cap: int = CAP_BYTES) -> dict:
     """:func:`provoke` in a new process with the allocator's settings ``alloc_conf`` in ``PYTORCH_ALLOC_CONF``
-    (which PyTorch 2.11 reads first, ignoring the older name when both are set) and in the older
-    ``PYTORCH_CUDA_ALLOC_CONF`` (which older releases read). A process that dies is reported in ``error``, not
-    raised."""
+    and in the older ``PYTORCH_CUDA_ALLOC_CONF``, the same value in both: PyTorch 2.11 reads both names and, where
+    both are set, the older one (``c10/cuda/CUDAAllocatorConfig.h`` of the 2.11.0 build), so neither can be left to
+    whatever the caller's environment holds. A process that dies is reported in ``error``, not raised."""
     sizes(cap)  # refuse a bad cap before a process starts
     try:
         return fresh_process.call(
