@@ -102,7 +102,8 @@ class StageLog:
             yield
             synchronize()
             seconds = time.perf_counter() - start
-        # PyTorch on its own allocator (use_one_pool(pytorch=False)) is counted by PyTorch, not RMM: add it
+        # PyTorch on its own allocator (use_one_pool(pytorch=False)) is counted by PyTorch, not RMM: add it. The two
+        # peaks need not fall at the same moment, so their sum is an upper bound of the stage's combined peak.
         memory = MemoryUse(memory.peak_bytes + own.peak_bytes, memory.held_after + own.held_after)
         self.reports.append(StageReport(name, seconds, memory))
 
@@ -123,7 +124,9 @@ class StageLog:
 def _pytorch_scope():
     """Like :func:`support.memory.memory_scope`, for PyTorch's own caching allocator: the peak of the tensors a
     block allocated (above what was allocated when it began) and what is allocated at its end. Zero when
-    PyTorch has not used CUDA yet or allocates through RMM (then RMM's statistics count its tensors)."""
+    PyTorch has not used CUDA yet or allocates through RMM (then RMM's statistics count its tensors). It resets
+    PyTorch's peak statistics for the whole process (``torch.cuda.reset_peak_memory_stats``): a caller's own
+    ``max_memory_allocated`` read across a stage sees only the peak since the stage began."""
     use = MemoryUse()
     torch = sys.modules.get("torch")
     counting = (
