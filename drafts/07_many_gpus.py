@@ -144,7 +144,7 @@ BATCH = 4096  # beats per training step, for the global model and the fine-tunin
 EPOCHS = 5  # fine-tuning epochs per recording: the size of each recording's task
 REPEAT = 3  # timed repeats per cluster start, after one warm-up
 
-# %%
+# %% mystnb={"figure": {"caption": "The tour's cluster: the notebook hands tasks to the scheduler, which sends each to the worker that holds its recording; each worker is one process with its own RMM pool on its GPU.", "name": "fig-many-cluster"}, "image": {"alt": "Diagram. Top: a box 'client (this notebook)' with an arrow labelled 'tasks' to a box 'scheduler, who does which task'. From the scheduler an arrow goes down to each of two worker boxes side by side. Each worker box reads 'worker k: one process, CUDA_VISIBLE_DEVICES=' and its GPU, and holds a box 'beat_table, recording after recording' with a green arrow to a box naming its GPU and 'its own RMM pool: cuDF, CuPy, PyTorch' (on a machine with one GPU both name GPU 0, shared by 2 workers), and under them 'its beat tables stay here (futures)'. A red arrow labelled 'shuffle' joins the two workers at the bottom."}}
 fig = cluster_diagram(TOUR)
 
 # %% [markdown]
@@ -285,7 +285,7 @@ print(f"{BATCH} beats a step: {BATCH * step_flops[CHANNELS] / 1e12:.2f} TFLOP a 
 # be committed with it; open it in a browser beside this page. Without Bokeh installed, the cell says so and
 # writes no report.
 
-# %% tags=["nbval-ignore-output"]
+# %% tags=["nbval-ignore-output"] mystnb={"figure": {"caption": "The tour's task stream: each worker read its half of the recordings and scored each where it was read.", "name": "fig-many-task-stream"}, "image": {"alt": "Horizontal bar chart titled '16 recordings, two workers': one row per worker (worker 0, worker 1), seconds since the first task started across. Each bar is one task from its start to its end, coloured by its function (read_recording, score_recording); on each row the short read bars come first and the longer scoring bars follow one after another until the worker's eight recordings are scored."}}
 report = Path("07_many_gpus_performance.html")  # beside the notebook, kept
 try:
     import bokeh  # noqa: F401 - performance_report draws its pages with Bokeh
@@ -1199,7 +1199,8 @@ print(f"a scoring task on the cluster {TOUR.label}: {format_seconds(tour_task)}"
 # workers=[address])` pins each read to a worker). From the scoring tasks' times printed above (measured in the
 # comparison: a worker alone on its GPU, and a worker of this cluster while the other works too), predict how
 # long scoring all of them takes on the workers; then measure it from the task stream with `busy_span`.
-#
+
+# %% [markdown]
 # ```{exercise-end}
 # ```
 
@@ -1262,15 +1263,16 @@ del uneven
 # **Find the move.** `score_on_first_worker` gives the right tables, but slowly. Find out with
 # `bytes_between_workers` what it sends between the workers, say why, and score the recordings so that
 # nothing moves.
-#
-# ```{exercise-end}
-# ```
 
 
 # %%
 def score_on_first_worker(recordings):
     return score_everywhere(client, recordings, model, on="gpu", workers=[workers[0]])
 
+
+# %% [markdown]
+# ```{exercise-end}
+# ```
 
 # %% [markdown]
 # ```{solution-start} ex-many-find-the-move
@@ -1317,7 +1319,8 @@ assert where_they_live < 2**20, where_they_live
 # among the top 1 % of all. Compute the same counts without a shuffle: each worker sends only what the notebook
 # needs to find the score that cuts the top 1 %, and then counts its own beats above it. Check your counts
 # against `top["in_top"]` and compare the bytes the workers sent with the sort's.
-#
+
+# %% [markdown]
 # ```{exercise-end}
 # ```
 

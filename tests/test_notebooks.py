@@ -54,7 +54,8 @@ def test_chapter_starts_with_a_title_and_the_environment_banner(path):
     assert notebook.cells[0].cell_type == "markdown" and notebook.cells[0].source.startswith("# ")
     if notebooks.needs_gpu(notebook):
         first_code = notebooks.code_cells(notebook)[0].source
-        assert "banner()" in first_code, "the first code cell prints support.env.banner()"
+        # env.banner() prints the book's stack; a chapter that uses more libraries names them: env.banner(more)
+        assert "env.banner(" in first_code, "the first code cell prints support.env.banner()"
 
 
 @pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.name)
