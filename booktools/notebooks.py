@@ -218,7 +218,11 @@ def strict_warnings(ipython_dir: Path) -> Path:
     return startup
 
 
-def slow_cells(notebook, at_least_s: float = 5.0) -> list[str]:
+#: How long a cell must run to be listed in an execution log (:func:`slow_cells`).
+SLOW_CELL_SECONDS = 5.0
+
+
+def slow_cells(notebook, at_least_s: float = SLOW_CELL_SECONDS) -> list[str]:
     """One line per code cell that ran for ``at_least_s`` seconds or more, from the start and end times nbclient
     records in each cell's ``metadata.execution`` (before :func:`strip_volatile_metadata` removes them): its index,
     its seconds and its first line. What a long chapter's time is made of, for its execution log."""
@@ -270,7 +274,7 @@ def execute_notebook(path: Path | str, timeout_s: int = 1800, kernel_name: str =
     client.execute()
     probe = notebook.cells.pop()
     slow = slow_cells(notebook)
-    print(f"{path}: cells of 5 s or more: {len(slow)}", *slow, sep="\n", flush=True)
+    print(f"{path}: cells of {SLOW_CELL_SECONDS:g} s or more: {len(slow)}", *slow, sep="\n", flush=True)
     try:
         found = freshness.parse_probe_output("".join(_output_text(output) for output in probe.get("outputs", [])))
     except ValueError as missing:  # the kernel could not run the step: the book will say "never fingerprinted"

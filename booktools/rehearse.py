@@ -19,9 +19,10 @@ as participants do: from a folder outside the repository, importing the installe
 with ``XLA_PYTHON_CLIENT_PREALLOCATE=false``. A seat past ``--timeout`` is stopped with its kernels; a
 rehearsal cut short is recorded as such, with what every seat finished; failed notebooks are kept under
 ``runs/rehearsals/``. ``--chapters`` rehearses part of an agenda, to split a long one across several runs.
-``--two-kernels`` makes the last seat a participant with two notebooks running at once: it executes its chapters
-two at a time, each in its own kernel, and each kernel is an MPS client with a share of its own, so that seat may
-hold two shares where the plan gave it one.
+``--two-kernels`` makes the last seat (a participant's, unless it is the only seat) one with two notebooks running at
+once: it executes its chapters two at a time, each in its own kernel, and each kernel is an MPS client with a share
+of its own, so that seat may hold two shares where the plan gave it one. Its time is then its wall time, not the
+sum of its chapters'.
 
 Under MPS a fatal GPU fault (an illegal address) in one client is reported to every client on that GPU, and the
 server accepts no new client until they have all exited: one seat's fault can stop the room. A rehearsal shows
@@ -74,6 +75,7 @@ class Seat:
     chapters: list[ChapterAtSeat] = field(default_factory=list)
     peak_bytes: int | None = None  # GPU memory held by the seat's processes at their peak (NVML); None if unread
     kernels: int = 1  # how many of its chapters ran at once, each in its own kernel (--two-kernels: 2)
+    wall_seconds: float | None = None  # from its first chapter's start to its last one's end; None in old records
 
     @property
     def passed(self) -> bool:
@@ -81,7 +83,9 @@ class Seat:
 
     @property
     def seconds(self) -> float:
-        return sum(c.seconds for c in self.chapters)
+        """The seat's time: its wall time where recorded (chapters that ran at once overlap), else the sum of its
+        chapters' times (one after another, as every seat of the records before two-kernel seats ran)."""
+        return self.wall_seconds if self.wall_seconds is not None else sum(c.seconds for c in self.chapters)
 
 
 @dataclass
@@ -138,6 +142,7 @@ class Rehearsal:
                 [ChapterAtSeat(**c) for c in s["chapters"]],
                 s["peak_bytes"],
                 s.get("kernels", 1),
+                s.get("wall_seconds"),
             )
             for s in data["seats"]
         ]
@@ -239,6 +244,7 @@ def run_seat(
     execute = execute or execute_notebook
     finished: dict[str, ChapterAtSeat] = {}
     lock = threading.Lock()
+    started = time.perf_counter()
 
     def one(name: str) -> None:
         begun = time.perf_counter()
@@ -254,7 +260,8 @@ def run_seat(
         with lock:
             finished[name] = result
             if out is not None:
-                write_seat(out, [finished[c] for c in chapters if c in finished], sampler.peak or None)
+                done = [finished[c] for c in chapters if c in finished]
+                write_seat(out, done, sampler.peak or None, time.perf_counter() - started)
 
     with MemorySampler(read, interval=0.5) as sampler:
         if kernels == 1:
@@ -266,23 +273,23 @@ def run_seat(
     return [finished[name] for name in chapters], (sampler.peak or None)
 
 
-def write_seat(out: Path, chapters: Sequence[ChapterAtSeat], peak: int | None) -> None:
-    """What a seat has finished, as the rehearsal reads it back (written atomically: a seat stopped mid-write
-    leaves what it had finished before, not half a file)."""
-    records.write_atomic(out, json.dumps({"chapters": [asdict(c) for c in chapters], "peak": peak}))
+def write_seat(out: Path, chapters: Sequence[ChapterAtSeat], peak: int | None, wall: float | None = None) -> None:
+    """What a seat has finished and its wall time so far, as the rehearsal reads it back (written atomically: a
+    seat stopped mid-write leaves what it had finished before, not half a file)."""
+    records.write_atomic(out, json.dumps({"chapters": [asdict(c) for c in chapters], "peak": peak, "wall": wall}))
 
 
 def read_seat(out: Path, index: int, kind: str, chapters: Sequence[str], why: str, kernels: int = 1) -> Seat:
     """Seat ``index`` as it wrote itself to ``out``; chapters it never finished are failed with ``why``."""
     done: list[ChapterAtSeat] = []
-    peak = None
+    peak = wall = None
     if out.exists():
         data = json.loads(out.read_text())
-        done, peak = [ChapterAtSeat(**c) for c in data["chapters"]], data["peak"]
+        done, peak, wall = [ChapterAtSeat(**c) for c in data["chapters"]], data["peak"], data.get("wall")
     finished = {c.chapter for c in done}
     done += [ChapterAtSeat(name, False, 0.0, why) for name in chapters if name not in finished]
     done.sort(key=lambda c: list(chapters).index(c.chapter))
-    return Seat(index, kind, done, peak, kernels)
+    return Seat(index, kind, done, peak, kernels, wall)
 
 
 def seat_environment(environment: dict[str, str], *, memory_check: bool = True) -> dict[str, str]:
@@ -358,6 +365,7 @@ def rehearse(
         raise RehearsalError(f"not in the agenda {agenda}: {', '.join(unknown)} (it holds {', '.join(planned)})")
     gpu, driver, total = (machine or this_gpu)()
     check_plan(seats, limit, total, teaching.largest_need(chapters) if memory_check else None)
+    two_kernels = two_kernels and len(chapters) > 1  # one chapter runs in one kernel whatever is asked
     kernels = [1] * (seats - 1) + [2 if two_kernels else 1]  # the last seat may run two chapters at once
     interrupted = False
     with tempfile.TemporaryDirectory(prefix="rehearsal-") as scratch:
@@ -369,10 +377,11 @@ def rehearse(
             check_installed(environment, folders[0][0])
             log(f"rehearse: {seats} seats of {agenda} ({', '.join(chapters)}) under MPS, {limit} each")
             if two_kernels:
-                shares = (seats + 1) * limit_bytes(limit) / GIB
+                shares = (seats + 1) * limit_bytes(limit)
+                over = " (more than the card holds)" if shares > total else ""
                 log(
                     f"rehearse: seat {seats} runs two chapters at once, one share each: {seats + 1} shares of {limit}, "
-                    f"{shares:.1f} GiB of the card's {total / GIB:.1f} GiB"
+                    f"{shares / GIB:.1f} GiB of the card's {total / GIB:.1f} GiB{over}"
                 )
             processes = [
                 subprocess.Popen(

@@ -342,7 +342,7 @@ for name, seconds in tour_tasks.items():
 # just written) costs the difference. That is why the comparison times its reads afresh.
 #
 # <!-- check against the next run, then remove: the tour's read task (line above) against the task table's
-# "every cluster" row (second run: 51.6 ms against 13.8 ms warm and 61.9 ms cold). -->
+# "every cluster" row (second run, HOURS = 8: 51.6 ms against 13.8 ms warm and 61.9 ms cold). -->
 #
 # How good are the scores? Every recording has its truth beside it, and `recording_quality` runs where each table
 # lives, reads the truth and sends back one row: chapter 6's measures for the global model, and for each of the
@@ -402,13 +402,13 @@ print(
 # at `EPOCHS` fine-tuning epochs: on how many of these recordings fine-tuning lowered the ectopic AUROC, and by how
 # much it moved it either way.
 #
-# In the runs so far the worry came true on a few of them, not on most: at `EPOCHS` epochs fine-tuning lowered the
-# ectopic AUROC on a minority of the unseen ectopic-heavy recordings and raised it on the others (the two lines
-# above; at one epoch, in an earlier run, it raised it on every one). A department that fine-tunes per recording
-# should check each recording's own ectopic beats, not only the median.
+# In the latest run the worry came true on some of them: at `EPOCHS` epochs fine-tuning lowered the ectopic AUROC
+# on some of the unseen ectopic-heavy recordings (the count line), while the median difference says which way it
+# went overall (at one epoch, in an earlier run, it lowered it on none). A department that fine-tunes per
+# recording should check each recording's own ectopic beats, not only the median.
 #
 # <!-- check against the next run, then remove: the count line (second run: lowered on 1 of 4, median +0.051; first
-# run at EPOCHS = 1: 0 of 4). Check on a second card (nvidia-h200-x2) whether the AUROCs of this cell and the two
+# run at EPOCHS = 1: 0 of 4; both at HOURS = 8). Check on a second card (nvidia-h200-x2) whether the AUROCs of this cell and the two
 # before it, and the shares and separations of the rankings, print the same digits; if not, tag those cells
 # nbval-ignore-output or round to 2 decimals. -->
 
@@ -690,11 +690,11 @@ for stage in shown_stages + ["read from disk"] * COLD:
 #
 # The comparison is made on scoring. The task stream of every timed run kept each task's duration; the table gives,
 # per cluster and for all of them together, the median scoring task beside the median read task, from disk and
-# from the page cache, and how many times the one takes the other. No claim is made on that ratio: what it is
-# there for, that the second GPU's gain on scoring is a gain on the whole job, is claimed below, read included.
+# from the page cache, and how many times the one takes the other. No claim is made on that ratio; whether the
+# second GPU's gain on scoring carries over to the read and the scoring together is printed below (no claim).
 #
-# Here a recording's scoring task took an order of magnitude longer than its read from disk, and longer still than
-# its read from the page cache (the "every cluster" row): scoring is the stage worth comparing.
+# Here a recording's scoring task took several times as long as its read from disk, and longer still against its
+# read from the page cache (the "scoring / read" columns): scoring is the stage worth comparing.
 #
 # <!-- check against the next run, then remove: the "every cluster" row (second run, EPOCHS = 5, HOURS = 8: 10x
 # from disk when executed, 9.5x in nbval's re-run, 45x from the page cache). -->
@@ -715,20 +715,21 @@ print(task_table(runs).to_string())
 # (the counts printed at each start): where the two GPUs' workers may run on the same cores, the second GPU
 # brought no cores of its own. The control removes the second GPU, not the host around it.
 #
-# On the lab's two-GPU host every worker could run on every core of the host (the counts printed at each start:
-# one NUMA node): the second GPU brought its own PCIe link, and no cores of its own.
+# On the lab's two-GPU host every worker could run on every core of the host (the counts printed at each start):
+# the second GPU brought its own PCIe link, and no cores of its own.
 #
 # <!-- check against the next run, then remove: the core counts at each start (both runs: 32 cores, all open to
-# every worker). -->
+# every worker; HOURS = 8). -->
 #
 # The last lines add the read to the scoring: the read from disk (from the page cache where no disk was timed) and
 # then the scoring, each as the notebook timed it, its own part included. The stages were timed one after the
 # other, not as one job, so `job_bounds` adds each stage's fastest repeat (no repeat of the two could have been
 # faster) or its slowest (none could have been slower), and the line takes the same cautious pair as the claim:
 # the two-GPU cluster at its slowest against either one-GPU cluster at its fastest. The read alone's ratio and
-# its share of the two on two GPUs are printed beside it. No claim is made of the sum: with the read that small a
-# share, it could fall below the scoring claim's bar only if the read outweighed the scoring several times over
-# and did not speed up at all. The rankings are left out of the sum; their rows are in the table above.
+# its share of the two on two GPUs are printed beside it. No claim is made of the sum: with a small read share it
+# moves little from the scoring's ratio (the line above it), and how far a read that did not speed up, or slowed,
+# could pull it down depends on that ratio and that share, both printed. The rankings are left out of the sum;
+# their rows are in the table above.
 
 # %%
 score = "  score: on the workers"
@@ -820,13 +821,14 @@ else:
 # and that share of the ratio is not the GPU's. The two-GPU rows show whether both GPUs were kept as busy as the
 # one was, over the workers' busy time.
 #
-# In this chapter's runs one worker alone kept its GPU busy nearly all of its busy span (the first line), a second
-# process on the same GPU added a few points (the last line) while the scoring got slower (the second-process line,
-# below 1×), and each GPU of the two-GPU cluster read about as busy as the one worker's GPU alone. So the second
-# GPU's ratio is the capacity of a second GPU, with its link, not work the host held up.
+# In the latest run (the first with the samples cut to the workers' busy spans) one worker alone kept its GPU busy
+# nearly all of its busy span (the first line), a second process on the same GPU added a few points (the last line)
+# while the scoring got slower (the second-process line, below 1×), and each GPU of the two-GPU cluster read about
+# as busy as the one worker's GPU alone. So the second GPU's ratio is mostly the capacity of a second GPU, with its
+# link, rather than work the host held up (busy says that a kernel ran, not how much of the GPU it used).
 #
 # <!-- check against the next run, then remove: second run (samples cut to the busy spans): one worker alone
-# 94.0 %, two on one GPU 97.6 % (+3.6 points) with scoring 0.90x, two GPUs 93.3/93.5 %. -->
+# 94.0 %, two on one GPU 97.6 % (+3.6 points) with scoring 0.90x, two GPUs 93.3/93.5 %; HOURS = 8. -->
 
 # %% tags=["nbval-ignore-output"]
 last = runs[-1]
@@ -889,8 +891,8 @@ for run in runs[1:]:
 #
 # Seen from the notebook, a scoring run takes longer than the workers' span: the notebook's part (the call and the
 # model pickled once and sent to the scheduler, the scheduler pickling the model into each of sixteen tasks as it
-# hands them out, the news that they are done coming back) comes on top, and the cell prints it for each cluster, as a time and as a share of the
-# run, beside each worker's occupancy in the table before it. It is not GPU work, which is why the comparison is
+# hands them out, the news that they are done coming back) comes on top, and the cell prints it for each cluster,
+# as a time and as a share of the run, beside each worker's occupancy in the table before it. It is not GPU work, which is why the comparison is
 # made on the workers' span; where the workers' part shrinks (two GPUs), a notebook's part that does not shrink
 # with it is a larger share of what a user waits for.
 #
@@ -898,8 +900,8 @@ for run in runs[1:]:
 # beside the shuffle's bytes; no claim is made of the difference: sixteen rows of five numbers against a sort of every
 # beat could not come out the other way at any size this chapter runs). The global rank's shuffle moves beat rows
 # between partitions, inside one process with one worker and between processes with two; the last column of the table
-# counts the bytes the workers sent, to each other and to the notebook (by Dask's count of their size). Their rows of the table show, for each
-# cluster, what the rankings took; the chapter makes no claim about how they scale.
+# counts the bytes the workers sent, to each other and to the notebook (by Dask's count of their size). Their rows
+# of the table show, for each cluster, what the rankings took; the chapter makes no claim about how they scale.
 #
 # In this chapter's runs a second process on one GPU made scoring slower, not faster (the second-process line). The
 # second GPU sped scoring up against either one-GPU cluster, more against two workers on one GPU than against one
@@ -910,7 +912,7 @@ for run in runs[1:]:
 #
 # <!-- check against the next run, then remove: second run: 0.90x; 2.2x against two on one GPU, 2.0x against one
 # alone; reads 1.7x from the page cache, 1.2x from disk; the notebook's share 5.9 / 3.7 / 6.8 %; occupancies 93 to
-# 99.9 %. First run: 0.90x; 2.1-2.3x and 1.9x; 1.7x and 1.1x. -->
+# 99.9 %. First run: 0.90x; 2.1-2.3x and 1.9x; 1.7x and 1.1x. Both at HOURS = 8. -->
 #
 # Every cluster produced the same rankings, within the tolerance the cell above states, so the clusters changed
 # the time and nothing else that the rankings show.
@@ -1009,7 +1011,7 @@ if GPUS >= 2:
 # rows and counts above).
 #
 # <!-- check against the next run, then remove: both runs: `import cudf` 0 warning lines, every worker on its own
-# GPU; the CuPy array: the GPU-1 worker's arrays on GPU 0, 3 warning lines. -->
+# GPU; the CuPy array: the GPU-1 worker's arrays on GPU 0, 3 warning lines (not a matter of HOURS). -->
 #
 # ### One process per GPU, the PyTorch way: `torchrun`
 #
@@ -1104,11 +1106,12 @@ print(f"spilling: {format_ratio(spills['timing'].median / fits['timing'].median)
 # (`enable_cudf_spill=True`) moves individual buffers rather than whole task results.
 #
 # With five repeats, no repeat of the control stood far from the others in the latest run (the range on its line),
-# and the spilled case's fastest pass took many times the control's slowest, so the ratio holds whichever repeats
-# one takes.
+# and the spilled case's fastest pass took many times the control's slowest: the spilled case is far slower
+# whichever repeats one takes, though the ratio printed is of medians.
 #
 # <!-- check against the next run, then remove: second run: control 48.1 ms median, 31.7 to 70.2 ms; spilled 1.80 s,
-# 1.75 to 1.87 s; 37x. First run (three repeats): one control repeat about 11x its median. -->
+# 1.75 to 1.87 s; 37x. First run (three repeats): one control repeat about 11x its median. Spilling does not
+# depend on HOURS. -->
 
 # %% [markdown]
 # ## The dashboard, other transports

@@ -250,9 +250,13 @@ def test_a_seat_with_two_kernels_runs_two_chapters_at_once_and_reports_in_agenda
     results, _ = rehearse.run_seat(tmp_path, list(waits), out=out, execute=execute, read=lambda: None, kernels=2)
     assert most[0] == 2  # never more, and at some point both
     assert [(r.chapter, r.passed) for r in results] == [("00_a", True), ("01_b", True), ("02_c", False), ("03_d", True)]
-    assert [c["chapter"] for c in json.loads(out.read_text())["chapters"]] == list(waits)
+    written = json.loads(out.read_text())
+    assert [c["chapter"] for c in written["chapters"]] == list(waits)
+    seat = rehearse.read_seat(out, 4, "participant", list(waits), "never", 2)
+    assert max(waits.values()) <= seat.seconds == written["wall"] < sum(c.seconds for c in seat.chapters)
+    most[0] = 0
     one_at_a_time, _ = rehearse.run_seat(tmp_path, ["01_b", "03_d"], execute=execute, read=lambda: None)
-    assert [r.chapter for r in one_at_a_time] == ["01_b", "03_d"]
+    assert [r.chapter for r in one_at_a_time] == ["01_b", "03_d"] and most[0] == 1
     with pytest.raises(rehearse.RehearsalError, match="at least one kernel, not 0"):
         rehearse.run_seat(tmp_path, ["01_b"], execute=execute, read=lambda: None, kernels=0)
 
@@ -275,12 +279,35 @@ def test_the_last_seat_can_hold_two_kernels_and_the_record_says_so(control, monk
         log=said.append,
     )
     assert asked == [1, 1, 2] and [s.kernels for s in done.seats] == [1, 1, 2]
-    assert (
-        "seat 3 runs two chapters at once, one share each: 4 shares of 16G, 64.0 GiB of the card's 80.0 GiB" in said[-1]
-    )
+    assert said[-1].endswith("one share each: 4 shares of 16G, 64.0 GiB of the card's 80.0 GiB")
     assert "; seat 3 ran 2 kernels at once and FAILED" in done.summary()  # the fake fails chapter 03 at seat 3
     assert rehearse.seat_command(Path("f"), ["00_a"], Path("o"), kernels=2)[-3:] == ["--kernels", "2", "00_a"]
     assert "--kernels" not in rehearse.seat_command(Path("f"), ["00_a"], Path("o"))
+    asked.clear()
+    rehearse.rehearse(
+        "two-hours",
+        5,
+        "16G",
+        two_kernels=True,
+        machine=lambda: MACHINE,
+        command=seat,
+        read_gpu=lambda: None,
+        log=said.append,
+    )
+    assert asked[-1] == 2 and said[-1].endswith("96.0 GiB of the card's 80.0 GiB (more than the card holds)")
+    asked.clear()
+    one = rehearse.rehearse(
+        "two-hours",
+        2,
+        "16G",
+        chapters=["00_getting_started"],
+        two_kernels=True,
+        machine=lambda: MACHINE,
+        command=seat,
+        read_gpu=lambda: None,
+        log=said.append,
+    )
+    assert asked == [1, 1] and "kernels at once" not in one.summary()  # one chapter: one kernel
 
 
 def test_records_from_before_two_kernel_seats_read_as_one_kernel_each():
@@ -289,7 +316,8 @@ def test_records_from_before_two_kernel_seats_read_as_one_kernel_each():
         "agenda": "two-hours", "limit": "16G", "gpu": "H100", "driver": "580", "gpu_total_bytes": 80 * GIB,
         "date": "2026-11-24", "wall_seconds": 1.0, "gpu_peak_bytes": None, "seats": [old],
     }  # fmt: skip
-    assert rehearse.Rehearsal.from_dict(data).seats[0].kernels == 1
+    seat = rehearse.Rehearsal.from_dict(data).seats[0]
+    assert seat.kernels == 1 and seat.wall_seconds is None and seat.seconds == 0.0  # the sum of no chapters
 
 
 @pytest.mark.slow

@@ -286,6 +286,7 @@ def test_a_job_of_several_stages_is_bounded_by_its_stages_repeats():
     job = ["read from disk", "score every recording"]
     assert timing.job_bounds(run, job) == pytest.approx({"fastest": 4.5, "slowest": 5.3})
     assert timing.job_bounds(run, job[1:]) == pytest.approx({"fastest": 4.0, "slowest": 4.4})
+    assert timing.job_bounds(run, (stage for stage in job)) == timing.job_bounds(run, job)  # any iterable
     with pytest.raises(ValueError, match="name stages"):
         timing.job_bounds(run, ["read from tape"])
     with pytest.raises(ValueError, match="none named"):

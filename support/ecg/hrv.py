@@ -93,7 +93,7 @@ def rate_per_minute(candidates, lengths, fs: float, minutes: int):
     as ``bincount`` would ask it: nothing crosses to the host. Pass at least ``ceil(n_samples / int(60 * fs))``
     (``-(-n_samples // int(60 * fs))``): NumPy raises for a beat past the last minute, but CuPy's scatter-add
     takes the index modulo the length (read in CuPy 14.2's ``_create_scatter_kernel``), so on the GPU that beat
-    would silently land in minute 0.
+    would silently land in an earlier minute.
 
     >>> beats = np.arange(0, 180 * 250, 250)  # one beat a second for three minutes at 250 Hz
     >>> rate_per_minute(beats, np.diff(beats), 250.0, minutes=4).tolist()

@@ -196,6 +196,7 @@ def job_bounds(run: ScalingRun, stages) -> dict[str, float]:
     ``run``'s repeats bound it: ``"fastest"`` adds each stage's fastest repeat, no repeat of the whole job could
     have been faster; ``"slowest"`` adds each stage's slowest, none could have been slower. The stages are timed
     one after the other, not as one job, so these bounds are what the repeats support without pairing them."""
+    stages = list(stages)  # read twice below: a generator would be spent by the first pass
     missing = [stage for stage in stages if stage not in run.timings]
     if not stages or missing:
         named = missing or "none named"
