@@ -17,6 +17,15 @@ def test_the_book_loads_the_edition_extension():
     assert "booktools.edition" in config["sphinx"]["local_extensions"]
 
 
+def test_make_pdf_builds_the_file_it_copies_with_a_unicode_engine():
+    """`make pdf` copies _build/latex/book.pdf: Sphinx must be told that name (else projectnamenotset.tex), and the
+    engine must be xelatex, since the book's text holds ×, → and µ, which pdflatex refuses."""
+    latex = yaml.safe_load((ROOT / "_config.yml").read_text())["latex"]
+    makefile = (ROOT / "Makefile").read_text()
+    assert latex["latex_documents"]["targetname"] == "book.tex" and "_build/latex/book.pdf" in makefile
+    assert latex["latex_engine"] == "xelatex"
+
+
 def test_the_header_shows_pyprojects_version():
     written = tomllib.loads(PYPROJECT.read_text())["project"]["version"]
     config = SimpleNamespace(html_title="GPU Interop Book", project="GPU Interop Book", html_extra_path=[])
