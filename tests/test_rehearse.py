@@ -268,45 +268,29 @@ def test_the_last_seat_can_hold_two_kernels_and_the_record_says_so(control, monk
         asked.append(kernels)
         return fake_seat(folder, chapters, out)
 
-    done = rehearse.rehearse(
-        "two-hours",
-        3,
-        "16G",
-        two_kernels=True,
-        machine=lambda: MACHINE,
-        command=seat,
-        read_gpu=lambda: None,
-        log=said.append,
-    )
+    def rehearse_two_kernels(seats, **more):
+        asked.clear()
+        return rehearse.rehearse(
+            "two-hours",
+            seats,
+            "16G",
+            two_kernels=True,
+            machine=lambda: MACHINE,
+            command=seat,
+            read_gpu=lambda: None,
+            log=said.append,
+            **more,
+        )
+
+    done = rehearse_two_kernels(3)
     assert asked == [1, 1, 2] and [s.kernels for s in done.seats] == [1, 1, 2]
     assert said[-1].endswith("one share each: 4 shares of 16G, 64.0 GiB of the card's 80.0 GiB")
     assert "; seat 3 ran 2 kernels at once and FAILED" in done.summary()  # the fake fails chapter 03 at seat 3
     assert rehearse.seat_command(Path("f"), ["00_a"], Path("o"), kernels=2)[-3:] == ["--kernels", "2", "00_a"]
     assert "--kernels" not in rehearse.seat_command(Path("f"), ["00_a"], Path("o"))
-    asked.clear()
-    rehearse.rehearse(
-        "two-hours",
-        5,
-        "16G",
-        two_kernels=True,
-        machine=lambda: MACHINE,
-        command=seat,
-        read_gpu=lambda: None,
-        log=said.append,
-    )
+    rehearse_two_kernels(5)
     assert asked[-1] == 2 and said[-1].endswith("96.0 GiB of the card's 80.0 GiB (more than the card holds)")
-    asked.clear()
-    one = rehearse.rehearse(
-        "two-hours",
-        2,
-        "16G",
-        chapters=["00_getting_started"],
-        two_kernels=True,
-        machine=lambda: MACHINE,
-        command=seat,
-        read_gpu=lambda: None,
-        log=said.append,
-    )
+    one = rehearse_two_kernels(2, chapters=["00_getting_started"])
     assert asked == [1, 1] and "kernels at once" not in one.summary()  # one chapter: one kernel
 
 
