@@ -1,4 +1,4 @@
-"""Chapter 7 (a draft in ``drafts/``), beyond one GPU: many ECG recordings scored on a Dask-CUDA cluster.
+"""Chapter 7, beyond one GPU: many ECG recordings scored on a Dask-CUDA cluster.
 
 One module per concept, in the order the chapter meets them (each imports only those above it):
 

@@ -18,7 +18,7 @@ from support.many_gpus.recordings import array_module
 #: The most beats scored per batch, and the bytes the widest activation of a scoring batch may take: a whole
 #: recording's beats at once for chapter 6's model (32 channels). Scoring in chapter 6's training batches (4096)
 #: is launch-bound: the same kernels launched twenty times over, each with little work, and it was what kept
-#: scoring on two GPUs from scaling (the probe in drafts/07_many_gpus_h200_runs.txt). A wider model
+#: scoring on two GPUs from scaling (the probe in runs/history/07_many_gpus_h200_runs.txt). A wider model
 #: (:func:`train_on_sample`'s ``channels``) scores in smaller batches, so that two workers sharing a GPU fit.
 SCORE_BATCH = 2**17
 SCORE_BATCH_BYTES = 2**30
