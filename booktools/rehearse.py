@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -60,12 +61,28 @@ class RehearsalError(ValueError):
     """The rehearsal cannot run as asked: the message says why and what to change."""
 
 
+#: How a seat's first error names a claim that did not hold (``"cell 99: ClaimError: ecg.x does not hold: ..."``).
+CLAIM_FAILED = re.compile(r"ClaimError: (\S+) does not hold")
+
+
 @dataclass
 class ChapterAtSeat:
     chapter: str
     passed: bool
     seconds: float
     error: str | None = None
+
+    @property
+    def failed_claim(self) -> str | None:
+        """The claim the chapter stopped at, or None (it passed, or stopped at another error).
+
+        >>> ChapterAtSeat("06", False, 1.0, "cell 9: ClaimError: ecg.fast does not hold: 0.6").failed_claim
+        'ecg.fast'
+        >>> ChapterAtSeat("06", False, 1.0, "cell 9: CUDARuntimeError: illegal address").failed_claim is None
+        True
+        """
+        found = CLAIM_FAILED.search(self.error or "")
+        return found.group(1) if found else None
 
 
 @dataclass
@@ -129,9 +146,33 @@ class Rehearsal:
             f"{len(self.participants)} participant seats passed every chapter{said}; the slowest seat took "
             f"{slowest / 60:.1f} min; GPU peak {peak} of {self.gpu_total_bytes / GIB:.1f} GiB"
             + held
+            + self.what_failed()
             + ("" if self.memory_check else "; memory check skipped")
             + ("; INTERRUPTED" if self.interrupted else "")
         )
+
+    def what_failed(self) -> str:
+        """What stopped the chapters that failed, for :meth:`summary`: each claim that did not hold with the number
+        of seats it stopped, then how many chapters stopped at any other error (a crash, a fault, a timeout), which
+        a teacher reads differently: a claim measured a room's contention, another error is one to fix. Empty when
+        every chapter passed."""
+        claims: dict[str, int] = {}
+        other = 0
+        for seat in self.seats:
+            for chapter in seat.chapters:
+                if chapter.passed:
+                    continue
+                if chapter.failed_claim is None:
+                    other += 1
+                else:
+                    claims[chapter.failed_claim] = claims.get(chapter.failed_claim, 0) + 1
+        if not claims and not other:
+            return ""
+        stopped = [f"{name} at {n} seat{'s' if n > 1 else ''}" for name, n in claims.items()]
+        if stopped:
+            stopped = ["claims that did not hold: " + ", ".join(stopped)]
+        stopped.append(f"{other} chapter{'' if other == 1 else 's'} stopped at another error")
+        return "; " + "; ".join(stopped)
 
     @classmethod
     def from_dict(cls, data: dict) -> Rehearsal:

@@ -10,7 +10,7 @@ import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 
-from booktools import workshop
+from booktools import evidence, workshop
 from booktools.agendas import AGENDAS, PLANS, SHOWN_NOT_RUN, agenda, plan  # noqa: F401 - the page reads them here
 from booktools.notebooks import CODE_COLUMNS, chapters_in, headings, read_notebook
 from booktools.paths import CHAPTERS
@@ -114,6 +114,43 @@ def runs_together(groups: Sequence[RunGroup] | None = None) -> list[dict]:
         for group in groups
         if group.parallel
     ]
+
+
+def claims_the_room_failed(rehearsals: Sequence, claim_runs: Sequence | None = None) -> list[dict]:
+    """Each claim that stopped a chapter at a rehearsal's seats, beside the same claim where its chapter ran alone.
+
+    ``rehearsals`` are :class:`booktools.rehearse.Rehearsal` records. A row per rehearsal and claim: at how many
+    seats it stopped the chapter, the figures those seats printed (read from their errors), and the claim's latest
+    recorded value on a whole GPU of the same name (``runs/claims.json``, no memory limit), with its verdict: the
+    control of a seat's failure. Where the claim held alone and failed at the seats, the room's contention moved
+    the figure; where it failed alone too, the chapter needs fixing, not the room.
+    """
+    claim_runs = evidence.load() if claim_runs is None else claim_runs
+    rows = []
+    for rehearsal in rehearsals:
+        failed: dict[tuple[str, str], list[str]] = {}
+        for seat in rehearsal.seats:
+            for chapter in seat.chapters:
+                if chapter.failed_claim is not None:
+                    said = chapter.error.split(" does not hold: ", 1)[-1]
+                    figure = re.split(r", needs| \(", said, maxsplit=1)[0]
+                    failed.setdefault((chapter.chapter, chapter.failed_claim), []).append(figure)
+        alone = [run for run in claim_runs if run.gpu == rehearsal.gpu and run.limit_bytes is None]
+        for (chapter, name), figures in failed.items():
+            found = [(run, c) for run in alone for c in run.chapters.get(chapter, []) if c["name"] == name]
+            rows.append(
+                {
+                    "rehearsal": f"{rehearsal.agenda}, {len(rehearsal.seats)} seats of {rehearsal.limit}, "
+                    f"{rehearsal.date}",
+                    "claim": name,
+                    "stopped seats": len(figures),
+                    "at the seats": ", ".join(figures),
+                    "alone": f"{evidence.shown(found[-1][1])} ({evidence.run_name(found[-1][0])})"
+                    if found
+                    else "not recorded alone on this GPU",
+                }
+            )
+    return rows
 
 
 def chapter_sections(chapter: str, folder: Path | None = None) -> list[dict]:

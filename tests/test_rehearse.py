@@ -319,3 +319,24 @@ def test_the_seat_command_runs_real_notebooks_two_at_a_time(tmp_path):
     (a0, a1), (b0, b1) = ([float(x) for x in (tmp_path / f"{n}.span").read_text().split()] for n in ("01_a", "02_b"))
     assert max(a0, b0) < min(a1, b1)  # the two kernels ran at the same time
     assert all(c.passed for c in rehearse.read_seat(out, 1, "participant", ["01_a", "02_b"], "never", 2).chapters)
+
+
+def test_the_summary_tells_claims_that_did_not_hold_from_other_errors():
+    """A teacher reads the two differently: a claim measured the room's contention, another error is one to fix."""
+    stopped = "cell 99: ClaimError: ecg.read_to_plot_warm does not hold: 0.529, needs at most 0.5; the earlier"
+    seats = [
+        rehearse.Seat(1, "teacher", [rehearse.ChapterAtSeat("06_ecg_pipeline", False, 9.0, stopped)]),
+        rehearse.Seat(2, "participant", [rehearse.ChapterAtSeat("06_ecg_pipeline", False, 9.0, stopped)]),
+        rehearse.Seat(3, "participant", [rehearse.ChapterAtSeat("03_zero_copy", False, 1.0, "cell 4: timed out")]),
+        rehearse.Seat(4, "participant", [rehearse.ChapterAtSeat("03_zero_copy", True, 1.0)]),
+    ]
+    done = rehearse.Rehearsal("two-hours", "16G", "H100", "580", 80 * GIB, "2026-11-26", 9.0, None, seats)
+    assert done.what_failed() == (
+        "; claims that did not hold: ecg.read_to_plot_warm at 2 seats; 1 chapter stopped at another error"
+    )
+    assert done.summary().endswith(done.what_failed())
+    seats[2].chapters[0] = rehearse.ChapterAtSeat("03_zero_copy", True, 1.0)
+    assert done.what_failed().endswith("; 0 chapters stopped at another error")
+    for seat in seats:
+        seat.chapters = [rehearse.ChapterAtSeat("00_getting_started", True, 1.0)]
+    assert done.what_failed() == ""  # every chapter passed: nothing added to the summary

@@ -5,7 +5,7 @@ from __future__ import annotations
 import nbformat
 import pytest
 
-from booktools import notebooks, teaching
+from booktools import evidence, notebooks, rehearse, teaching
 from booktools.runs import ChapterRun, RunGroup
 from support.units import GIB
 
@@ -152,3 +152,35 @@ def test_a_chapter_is_run_whole_in_order_discussed_from_the_top_while_its_slot_h
     tight = teaching.chapter_plan("01_a", 5, 30.0, tmp_path)
     assert tight["exercise"] is None and tight["exercises"] == 1  # the exercise does not fit five minutes
     assert [part["how"] for part in tight["parts"]][1:] == ["run through"] * 3
+
+
+def test_a_claim_that_stopped_the_seats_is_shown_beside_the_same_claim_alone():
+    def claim(name, value, holds):
+        return {"name": name, "kind": "at_most", "value": value, "unit": "", "holds": holds, "factor": None,
+                "difference": None}  # fmt: skip
+
+    def run(gpu, limit, claims, date="2026-11-26"):
+        return evidence.ClaimRun("H100 80GB", "nbval", gpu, "580", {}, limit, date, {"06_ecg_pipeline": claims})
+
+    stopped = "cell 99: ClaimError: ecg.warm does not hold: 0.529, needs at most 0.5; the earlier defaults (one pool"
+    beats = "cell 9: ClaimError: interop.polars does not hold: 115 ms against 87.7 ms (Polars' GPU engine): 0.77×"
+    seats = [
+        rehearse.Seat(1, "teacher", [rehearse.ChapterAtSeat("06_ecg_pipeline", False, 9.0, stopped)]),
+        rehearse.Seat(2, "participant", [rehearse.ChapterAtSeat("06_ecg_pipeline", False, 9.0, beats)]),
+        rehearse.Seat(3, "participant", [rehearse.ChapterAtSeat("06_ecg_pipeline", False, 9.0, "cell 3: crash")]),
+    ]
+    done = rehearse.Rehearsal("two-hours", "16G", "H100", "580", 80 * GIB, "2026-11-26", 9.0, None, seats)
+    alone = [
+        run("H100", None, [claim("ecg.warm", 0.4, True)], "2026-11-24"),
+        run("H100", None, [claim("ecg.warm", 0.346, True)]),  # the latest: the one shown
+        run("H100", 16 * GIB, [claim("ecg.warm", 0.9, False)]),  # under a limit: not the control
+        run("H200", None, [claim("ecg.warm", 0.1, True)]),  # another GPU: not the control
+    ]
+    rows = teaching.claims_the_room_failed([done], alone)
+    assert [(r["claim"], r["stopped seats"], r["at the seats"]) for r in rows] == [
+        ("ecg.warm", 1, "0.529"),
+        ("interop.polars", 1, "115 ms against 87.7 ms"),
+    ]  # the crash is no claim
+    assert rows[0]["alone"] == "0.346 ✓ (H100 80GB, re-run and compared 2026-11-26)"
+    assert rows[1]["alone"] == "not recorded alone on this GPU"
+    assert rows[0]["rehearsal"] == "two-hours, 3 seats of 16G, 2026-11-26"
