@@ -21,7 +21,8 @@
 #   make gpu-env     on a GPU server: create .venv-gpu, upgrade its pip, install the `gpu` and `test` extras exactly as locked
 #   make lock        from any machine: re-resolve the `gpu` and `test` extras into the lock file (CPython 3.12, Linux x86_64) with uv
 #   make resolve-gpu from any machine: uv's resolver for the `gpu` extra (CPython 3.12, manylinux_2_28), installs nothing
-#   make test-gpu-16gb  make test-gpu on a GPU shrunk to 16 GB per process with CUDA MPS (a GPU of your own)
+#   make test-gpu-16gb  make test-gpu on a GPU shrunk to 16 GB per process with CUDA MPS (a GPU of your own);
+#                    MPS_DEVICES="0 1" limits both GPUs of a two-GPU host (chapter 7)
 
 SHELL := bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -119,7 +120,8 @@ test-gpu:
 
 test-gpu-16gb:
 	@$(GPU_READY) test-gpu-16gb
-	$(GPU_PYTHON) -m booktools.mps --limit 16G -- $(MAKE) test-gpu PYTHON=$(GPU_PYTHON)
+	$(GPU_PYTHON) -m booktools.mps --limit 16G $(foreach d,$(MPS_DEVICES),--device $(d)) -- \
+		$(MAKE) test-gpu PYTHON=$(GPU_PYTHON)
 
 workshop: $(BOOK_DEPS)
 	$(PY) -m booktools.workshop $(if $(filter command line environment,$(origin AGENDA)),--agenda $(AGENDA))
@@ -148,6 +150,8 @@ pdf: $(BOOK_DEPS)
 AGENDA ?= two-hours
 SEATS ?= 4
 LIMIT ?= 16G
+# The GPUs test-gpu-16gb limits: GPU 0, or "0 1" on a two-GPU host, where chapter 7's workers use both.
+MPS_DEVICES ?= 0
 REHEARSE_ARGS ?=
 rehearse:
 	$(GPU_PYTHON) -m booktools.rehearse --agenda $(AGENDA) --seats $(SEATS) --limit $(LIMIT) $(REHEARSE_ARGS)

@@ -3,7 +3,8 @@
     python -m booktools.mps --limit 16G -- make test-gpu
 
 starts the MPS control daemon (``nvidia-cuda-mps-control -d``), sets the default pinned device-memory limit of
-every client on GPU 0 (``set_default_device_pinned_mem_limit 0 16G``), runs the command, and stops MPS
+every client on GPU 0 (``set_default_device_pinned_mem_limit 0 16G``; ``--device 0 --device 1`` sets it on each
+GPU named, as chapter 7 needs on a two-GPU host), runs the command, and stops MPS
 (``quit``) whatever happens: when the command fails, raises, or is interrupted (Ctrl-C, SIGTERM). Every CUDA
 process started meanwhile is a client: it sees the limit as its free memory and cannot allocate more, which is
 how a 16 GB GPU looks to the book, and how several workshop participants can share one GPU without one of them
@@ -30,6 +31,23 @@ LIMIT_PATTERN = re.compile(r"\d+(\.\d+)?[MG]")
 
 class MpsError(RuntimeError):
     """MPS could not be started as asked: the message says why."""
+
+
+def devices_named(device: int | Sequence[int]) -> tuple[int, ...]:
+    """The GPUs a limit is set on: one index or several, each once, in order.
+
+    >>> devices_named(0), devices_named([0, 1, 0])
+    ((0,), (0, 1))
+    >>> devices_named([-1])
+    Traceback (most recent call last):
+    ...
+    booktools.mps.MpsError: a GPU is named by its index, 0 or more (nvidia-smi -L lists them), not -1
+    """
+    named = (device,) if isinstance(device, int) else tuple(dict.fromkeys(device))
+    for index in named:
+        if index < 0:
+            raise MpsError(f"a GPU is named by its index, 0 or more (nvidia-smi -L lists them), not {index}")
+    return named or (0,)
 
 
 def check_limit(limit: str) -> str:
@@ -60,11 +78,13 @@ def mps_running(control: str = CONTROL) -> bool:
 
 @contextlib.contextmanager
 def limited(
-    limit: str, *, device: int = 0, control: str = CONTROL, quit_timeout: float = 30
+    limit: str, *, device: int | Sequence[int] = 0, control: str = CONTROL, quit_timeout: float = 30
 ) -> Iterator[dict[str, str]]:
-    """Start MPS with ``limit`` per client on ``device`` and stop it (``quit``) whatever happens inside: an error,
-    Ctrl-C, SIGTERM. Yields the environment for the processes to start under it (it names the limit)."""
+    """Start MPS with ``limit`` per client on ``device`` (an index, or several) and stop it (``quit``) whatever
+    happens inside: an error, Ctrl-C, SIGTERM. Yields the environment for the processes to start under it (it names
+    the limit)."""
     check_limit(limit)
+    devices = devices_named(device)
     found = shutil.which(control)
     if found is None:
         raise MpsError(f"{control} is not on PATH: MPS comes with the NVIDIA driver on Linux")
@@ -82,9 +102,11 @@ def limited(
 
     previous = signal.signal(signal.SIGTERM, stop_on_signal)
     try:
-        limit_set = _control(found, f"set_default_device_pinned_mem_limit {device} {limit}")
-        if limit_set.returncode != 0:
-            raise MpsError(f"MPS refused the limit {limit}: {(limit_set.stderr or limit_set.stdout).strip()}")
+        for index in devices:
+            limit_set = _control(found, f"set_default_device_pinned_mem_limit {index} {limit}")
+            if limit_set.returncode != 0:
+                said = (limit_set.stderr or limit_set.stdout).strip()
+                raise MpsError(f"MPS refused the limit {limit} on GPU {index}: {said}")
         # what runs under it knows its limit: a run it records (booktools.runs, make test-gpu) is labelled with it
         yield {**os.environ, LIMIT_VARIABLE: limit}
     finally:
@@ -102,25 +124,29 @@ def limited(
             signal.signal(signal.SIGTERM, previous)
 
 
-def run_with_limit(command: Sequence[str], limit: str, *, device: int = 0, control: str = CONTROL) -> int:
-    """Start MPS with ``limit`` per client on ``device``, run ``command``, stop MPS; return the command's status."""
+def run_with_limit(
+    command: Sequence[str], limit: str, *, device: int | Sequence[int] = 0, control: str = CONTROL
+) -> int:
+    """Start MPS with ``limit`` per client on ``device`` (an index, or several), run ``command``, stop MPS; return
+    the command's status."""
     check_limit(limit)
     if not command:
         raise MpsError("give the command to run after --, e.g. -- make test-gpu")
     with limited(limit, device=device, control=control) as environment:
-        print(f"mps: MPS on, each client limited to {limit} on GPU {device}: {' '.join(command)}", flush=True)
+        gpus = ", ".join(str(index) for index in devices_named(device))
+        print(f"mps: MPS on, each client limited to {limit} on GPU {gpus}: {' '.join(command)}", flush=True)
         return subprocess.run(list(command), env=environment).returncode
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m booktools.mps", description=__doc__.split("\n")[0])
     parser.add_argument("--limit", required=True, help="device memory per client, e.g. 16G")
-    parser.add_argument("--device", type=int, default=0)
+    parser.add_argument("--device", type=int, action="append", help="a GPU to limit (default 0); repeat it for several")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- then the command to run")
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     try:
-        return run_with_limit(command, args.limit, device=args.device)
+        return run_with_limit(command, args.limit, device=args.device or [0])
     except MpsError as error:
         print(f"mps: {error}", file=sys.stderr)
         return 2

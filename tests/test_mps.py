@@ -49,6 +49,16 @@ def test_the_command_runs_under_the_limit_and_mps_stops(control):
     assert calls(control) == ["get_server_list", "start", "set_default_device_pinned_mem_limit 0 16G", "quit"]
 
 
+def test_every_gpu_named_gets_the_limit_as_chapter_7_needs_on_two(control, capsys):
+    assert mps.main(["--limit", "16G", "--device", "0", "--device", "1", "--", sys.executable, "-c", "0"]) == 0
+    assert calls(control)[2:] == [
+        "set_default_device_pinned_mem_limit 0 16G",
+        "set_default_device_pinned_mem_limit 1 16G",
+        "quit",
+    ]
+    assert "limited to 16G on GPU 0, 1:" in capsys.readouterr().out
+
+
 def test_a_failing_command_returns_its_status_and_mps_still_stops(control):
     assert mps.run_with_limit([sys.executable, "-c", "raise SystemExit(3)"], "8192M", device=0) == 3
     assert calls(control)[-1] == "quit"
