@@ -118,6 +118,8 @@ test-gpu:
 	@$(GPU_READY) test-gpu
 	$(MAKE) test XDIST= PYTHON=$(GPU_PYTHON) PYTEST_ARGS="--require-gpu $(PYTEST_ARGS)"
 
+# The GPUs test-gpu-16gb limits: GPU 0, or "0 1" on a two-GPU host, where chapter 7's workers use both.
+MPS_DEVICES ?= 0
 test-gpu-16gb:
 	@$(GPU_READY) test-gpu-16gb
 	$(GPU_PYTHON) -m booktools.mps --limit 16G $(foreach d,$(MPS_DEVICES),--device $(d)) -- \
@@ -150,8 +152,6 @@ pdf: $(BOOK_DEPS)
 AGENDA ?= two-hours
 SEATS ?= 4
 LIMIT ?= 16G
-# The GPUs test-gpu-16gb limits: GPU 0, or "0 1" on a two-GPU host, where chapter 7's workers use both.
-MPS_DEVICES ?= 0
 REHEARSE_ARGS ?=
 rehearse:
 	$(GPU_PYTHON) -m booktools.rehearse --agenda $(AGENDA) --seats $(SEATS) --limit $(LIMIT) $(REHEARSE_ARGS)

@@ -288,7 +288,7 @@ def page(runs: Sequence[ClaimRun], folder: Path = CHAPTERS) -> str:
                 if claim["name"] not in names:
                     names.append(claim["name"])
         for name in names:
-            found = [(run, _find(run, notebook, name)) for run in runs]
+            found = [(run, find(run, notebook, name)) for run in runs]
             first = next(c for _, c in found if c is not None)
             where = sections.get(name)
             place = f"[{where[0]}]({notebook}.ipynb#{where[1]})" if where else f"[the chapter]({notebook}.ipynb)"
@@ -308,7 +308,8 @@ def page(runs: Sequence[ClaimRun], folder: Path = CHAPTERS) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
-def _find(run: ClaimRun, notebook: str, name: str) -> dict | None:
+def find(run: ClaimRun, notebook: str, name: str) -> dict | None:
+    """The claim ``name`` as ``run`` recorded it in ``notebook`` (``06_ecg_pipeline``), or None."""
     return next((claim for claim in run.chapters.get(notebook, []) if claim["name"] == name), None)
 
 
@@ -323,7 +324,7 @@ def comparison_rows(book: ClaimRun, mine: dict[str, list[dict]]) -> list[dict]:
     rows = []
     for notebook, claims in mine.items():
         for claim in claims:
-            theirs = _find(book, notebook, claim["name"])
+            theirs = find(book, notebook, claim["name"])
             number = "factor" if claim["kind"] == "beats" else "value"
             ratio = None
             if theirs is not None and all(isinstance(c[number], int | float) for c in (claim, theirs)):

@@ -42,11 +42,15 @@ def devices_named(device: int | Sequence[int]) -> tuple[int, ...]:
     Traceback (most recent call last):
     ...
     booktools.mps.MpsError: a GPU is named by its index, 0 or more (nvidia-smi -L lists them), not -1
+    >>> devices_named("01")
+    Traceback (most recent call last):
+    ...
+    booktools.mps.MpsError: a GPU is named by its index, 0 or more (nvidia-smi -L lists them), not '0'
     """
     named = (device,) if isinstance(device, int) else tuple(dict.fromkeys(device))
     for index in named:
-        if index < 0:
-            raise MpsError(f"a GPU is named by its index, 0 or more (nvidia-smi -L lists them), not {index}")
+        if isinstance(index, bool) or not isinstance(index, int) or index < 0:
+            raise MpsError(f"a GPU is named by its index, 0 or more (nvidia-smi -L lists them), not {index!r}")
     return named or (0,)
 
 
@@ -133,8 +137,9 @@ def run_with_limit(
     if not command:
         raise MpsError("give the command to run after --, e.g. -- make test-gpu")
     with limited(limit, device=device, control=control) as environment:
-        gpus = ", ".join(str(index) for index in devices_named(device))
-        print(f"mps: MPS on, each client limited to {limit} on GPU {gpus}: {' '.join(command)}", flush=True)
+        named = devices_named(device)
+        gpus = f"GPU {named[0]}" if len(named) == 1 else "GPUs " + ", ".join(str(index) for index in named)
+        print(f"mps: MPS on, each client limited to {limit} on {gpus}: {' '.join(command)}", flush=True)
         return subprocess.run(list(command), env=environment).returncode
 
 

@@ -61,8 +61,12 @@ class RehearsalError(ValueError):
     """The rehearsal cannot run as asked: the message says why and what to change."""
 
 
-#: How a seat's first error names a claim that did not hold (``"cell 99: ClaimError: ecg.x does not hold: ..."``).
-CLAIM_FAILED = re.compile(r"ClaimError: (\S+) does not hold")
+#: How a seat's first error names a claim that did not hold, as :class:`support.claims.ClaimError` words it
+#: (``"cell 99: ClaimError: ecg.x does not hold: 0.529, needs at most 0.5; ..."``): the claim's name, then what it
+#: measured up to the bar (for a comparison, "value against control" up to the control's name in brackets).
+CLAIM_FAILED = re.compile(r"ClaimError: (?P<name>\S+) does not hold(?:: (?P<figure>.*?)(?:, needs| \(|$))?")
+#: The errors :func:`read_seat` gives the chapters a seat never finished: the rehearsal's reason, not the chapter's.
+NOT_FINISHED = ("interrupted", "not finished within")
 
 
 @dataclass
@@ -82,7 +86,25 @@ class ChapterAtSeat:
         True
         """
         found = CLAIM_FAILED.search(self.error or "")
-        return found.group(1) if found else None
+        return found["name"] if found else None
+
+    @property
+    def claim_figure(self) -> str | None:
+        """What the claim the chapter stopped at measured, as its error printed it, without the bar: the value, or
+        for a comparison "value against control"; None where the chapter did not stop at a claim or the error was
+        cut before the figure.
+
+        >>> ChapterAtSeat("03", False, 1.0, "cell 9: ClaimError: a.b does not hold: 115 ms against 87.7 ms (the "
+        ...               "GPU engine): 0.77× better, needs 1.2×").claim_figure
+        '115 ms against 87.7 ms'
+        """
+        found = CLAIM_FAILED.search(self.error or "")
+        return found["figure"] or None if found else None
+
+    @property
+    def never_finished(self) -> bool:
+        """Whether the seat never finished the chapter: the rehearsal was interrupted or the seat ran out of time."""
+        return not self.passed and (self.error or "").startswith(NOT_FINISHED)
 
 
 @dataclass
@@ -152,27 +174,32 @@ class Rehearsal:
         )
 
     def what_failed(self) -> str:
-        """What stopped the chapters that failed, for :meth:`summary`: each claim that did not hold with the number
-        of seats it stopped, then how many chapters stopped at any other error (a crash, a fault, a timeout), which
-        a teacher reads differently: a claim measured a room's contention, another error is one to fix. Empty when
-        every chapter passed."""
+        """What stopped the chapters that failed, for :meth:`summary`, in three kinds a teacher reads differently:
+        each claim that did not hold, with the number of seats it stopped (a claim measures the room's contention
+        too); the chapters never finished (the rehearsal was interrupted or a seat ran out of time); and the
+        chapters that stopped at any other error (a crash, a fault: one to fix). A kind with nothing in it is left
+        out; empty when every chapter passed."""
         claims: dict[str, int] = {}
-        other = 0
+        unfinished = other = 0
         for seat in self.seats:
             for chapter in seat.chapters:
                 if chapter.passed:
                     continue
-                if chapter.failed_claim is None:
-                    other += 1
-                else:
+                if chapter.failed_claim is not None:
                     claims[chapter.failed_claim] = claims.get(chapter.failed_claim, 0) + 1
-        if not claims and not other:
-            return ""
-        stopped = [f"{name} at {n} seat{'s' if n > 1 else ''}" for name, n in claims.items()]
-        if stopped:
-            stopped = ["claims that did not hold: " + ", ".join(stopped)]
-        stopped.append(f"{other} chapter{'' if other == 1 else 's'} stopped at another error")
-        return "; " + "; ".join(stopped)
+                elif chapter.never_finished:
+                    unfinished += 1
+                else:
+                    other += 1
+        said = []
+        if claims:
+            stopped = ", ".join(f"{name} at {n} seat{'s' if n > 1 else ''}" for name, n in claims.items())
+            said.append(f"claims that did not hold: {stopped}")
+        if unfinished:
+            said.append(f"{unfinished} chapter{'' if unfinished == 1 else 's'} not finished")
+        if other:
+            said.append(f"{other} chapter{'' if other == 1 else 's'} stopped at another error")
+        return "".join(f"; {part}" for part in said)
 
     @classmethod
     def from_dict(cls, data: dict) -> Rehearsal:

@@ -14,7 +14,7 @@ from booktools import evidence, workshop
 from booktools.agendas import AGENDAS, PLANS, SHOWN_NOT_RUN, agenda, plan  # noqa: F401 - the page reads them here
 from booktools.notebooks import CODE_COLUMNS, chapters_in, headings, read_notebook
 from booktools.paths import CHAPTERS
-from booktools.runs import RunGroup, chapter_name, chapter_needs, load
+from booktools.runs import RunGroup, chapter_name, chapter_needs, limit_bytes, load
 from support.units import GIB
 
 #: Talk and typing per code cell, in seconds, beside the cell's own run time: assumptions, stated on the
@@ -120,10 +120,12 @@ def claims_the_room_failed(rehearsals: Sequence, claim_runs: Sequence | None = N
     """Each claim that stopped a chapter at a rehearsal's seats, beside the same claim where its chapter ran alone.
 
     ``rehearsals`` are :class:`booktools.rehearse.Rehearsal` records. A row per rehearsal and claim: at how many
-    seats it stopped the chapter, the figures those seats printed (read from their errors), and the claim's latest
-    recorded value on a whole GPU of the same name (``runs/claims.json``, no memory limit), with its verdict: the
-    control of a seat's failure. Where the claim held alone and failed at the seats, the room's contention moved
-    the figure; where it failed alone too, the chapter needs fixing, not the room.
+    seats it stopped the chapter, the figures those seats printed (read from their errors), and the same claim's
+    figure where its chapter ran alone on a GPU of the same name (``runs/claims.json``), with its verdict: the
+    control of a seat's failure. The run alone is the latest (by date, then by its place in the file) under the
+    rehearsal's own limit, or, where none ran under it, on the whole GPU. Both sides show the same fields: the
+    value, and for a comparison "against" its control. Where the claim held alone and failed at the seats, the
+    room's contention moved the figure; where it failed alone too, the chapter needs fixing, not the room.
     """
     claim_runs = evidence.load() if claim_runs is None else claim_runs
     rows = []
@@ -132,12 +134,10 @@ def claims_the_room_failed(rehearsals: Sequence, claim_runs: Sequence | None = N
         for seat in rehearsal.seats:
             for chapter in seat.chapters:
                 if chapter.failed_claim is not None:
-                    said = chapter.error.split(" does not hold: ", 1)[-1]
-                    figure = re.split(r", needs| \(", said, maxsplit=1)[0]
+                    figure = chapter.claim_figure or "(not in the error)"
                     failed.setdefault((chapter.chapter, chapter.failed_claim), []).append(figure)
-        alone = [run for run in claim_runs if run.gpu == rehearsal.gpu and run.limit_bytes is None]
         for (chapter, name), figures in failed.items():
-            found = [(run, c) for run in alone for c in run.chapters.get(chapter, []) if c["name"] == name]
+            alone = _claim_alone(claim_runs, rehearsal.gpu, limit_bytes(rehearsal.limit), chapter, name)
             rows.append(
                 {
                     "rehearsal": f"{rehearsal.agenda}, {len(rehearsal.seats)} seats of {rehearsal.limit}, "
@@ -145,12 +145,28 @@ def claims_the_room_failed(rehearsals: Sequence, claim_runs: Sequence | None = N
                     "claim": name,
                     "stopped seats": len(figures),
                     "at the seats": ", ".join(figures),
-                    "alone": f"{evidence.shown(found[-1][1])} ({evidence.run_name(found[-1][0])})"
-                    if found
-                    else "not recorded alone on this GPU",
+                    "alone": "not recorded alone on this GPU" if alone is None else alone,
                 }
             )
     return rows
+
+
+def _claim_alone(claim_runs: Sequence, gpu: str, share: int, chapter: str, name: str) -> str | None:
+    """The claim's figure and verdict in the latest run of its chapter alone on ``gpu``: under the ``share`` a
+    rehearsal's seats had where such a run exists, else on the whole GPU; None where neither recorded it."""
+    for limit in (share, None):
+        found = [
+            (run.date, place, run, claim)
+            for place, run in enumerate(claim_runs)
+            if run.gpu == gpu and run.limit_bytes == limit and (claim := evidence.find(run, chapter, name))
+        ]
+        if found:
+            _, _, run, claim = max(found, key=lambda item: item[:2])
+            figure = evidence.describe(claim["value"], claim["unit"])
+            if claim["kind"] in ("beats", "ahead"):
+                figure += f" against {evidence.describe(claim['control'], claim['unit'])}"
+            return f"{figure} {'✓' if claim['holds'] else '✗'} ({evidence.run_name(run)})"
+    return None
 
 
 def chapter_sections(chapter: str, folder: Path | None = None) -> list[dict]:

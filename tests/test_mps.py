@@ -56,7 +56,7 @@ def test_every_gpu_named_gets_the_limit_as_chapter_7_needs_on_two(control, capsy
         "set_default_device_pinned_mem_limit 1 16G",
         "quit",
     ]
-    assert "limited to 16G on GPU 0, 1:" in capsys.readouterr().out
+    assert "limited to 16G on GPUs 0, 1:" in capsys.readouterr().out
 
 
 def test_a_failing_command_returns_its_status_and_mps_still_stops(control):

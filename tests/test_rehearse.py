@@ -17,6 +17,7 @@ from test_mps import calls, control  # noqa: F401 - the stand-in nvidia-cuda-mps
 
 from booktools import rehearse
 from booktools.notebooks import NotebookFailed
+from support import claims
 from support.units import GIB
 
 MACHINE = ("NVIDIA H100 80GB HBM3", "580.1", 80 * GIB)
@@ -322,21 +323,51 @@ def test_the_seat_command_runs_real_notebooks_two_at_a_time(tmp_path):
 
 
 def test_the_summary_tells_claims_that_did_not_hold_from_other_errors():
-    """A teacher reads the two differently: a claim measured the room's contention, another error is one to fix."""
+    """A teacher reads the kinds differently: a claim measured the room's contention too, a chapter not finished
+    says the rehearsal ran out of time, another error is one to fix."""
     stopped = "cell 99: ClaimError: ecg.read_to_plot_warm does not hold: 0.529, needs at most 0.5; the earlier"
     seats = [
         rehearse.Seat(1, "teacher", [rehearse.ChapterAtSeat("06_ecg_pipeline", False, 9.0, stopped)]),
         rehearse.Seat(2, "participant", [rehearse.ChapterAtSeat("06_ecg_pipeline", False, 9.0, stopped)]),
-        rehearse.Seat(3, "participant", [rehearse.ChapterAtSeat("03_zero_copy", False, 1.0, "cell 4: timed out")]),
-        rehearse.Seat(4, "participant", [rehearse.ChapterAtSeat("03_zero_copy", True, 1.0)]),
+        rehearse.Seat(3, "participant", [rehearse.ChapterAtSeat("03_zero_copy", False, 1.0, "cell 4: CUDAError")]),
+        rehearse.Seat(4, "participant", [rehearse.ChapterAtSeat("03_zero_copy", False, 0.0, "not finished within 9")]),
     ]
     done = rehearse.Rehearsal("two-hours", "16G", "H100", "580", 80 * GIB, "2026-11-26", 9.0, None, seats)
     assert done.what_failed() == (
-        "; claims that did not hold: ecg.read_to_plot_warm at 2 seats; 1 chapter stopped at another error"
+        "; claims that did not hold: ecg.read_to_plot_warm at 2 seats; 1 chapter not finished; "
+        "1 chapter stopped at another error"
     )
     assert done.summary().endswith(done.what_failed())
-    seats[2].chapters[0] = rehearse.ChapterAtSeat("03_zero_copy", True, 1.0)
-    assert done.what_failed().endswith("; 0 chapters stopped at another error")
+    seats[2].chapters[0] = seats[3].chapters[0] = rehearse.ChapterAtSeat("03_zero_copy", True, 1.0)
+    assert done.what_failed() == "; claims that did not hold: ecg.read_to_plot_warm at 2 seats"  # no empty kinds
     for seat in seats:
         seat.chapters = [rehearse.ChapterAtSeat("00_getting_started", True, 1.0)]
     assert done.what_failed() == ""  # every chapter passed: nothing added to the summary
+
+
+def test_a_real_claims_error_is_read_as_the_claim_and_its_figure():
+    """The seat's error is ``cell N: ClaimError: <message>`` (booktools.notebooks); the message is support.claims'
+    own, so a change to its wording fails here rather than turning every claim into another error."""
+    for make_claim, figure in (
+        (lambda: claims.at_most("ecg.warm", 0.529, 0.5, says="fast", control=1.5, control_is="before"), "0.529"),
+        (
+            lambda: claims.beats(
+                "interop.polars",
+                0.115,
+                0.0877,
+                unit="s",
+                higher_is_better=False,
+                by=1.0,
+                control_is="the GPU engine",
+                says="the CPU wins",
+            ),  # fmt: skip
+            "115 ms against 87.7 ms",
+        ),
+    ):
+        with pytest.raises(claims.ClaimError) as raised:
+            make_claim()
+        chapter = rehearse.ChapterAtSeat("06", False, 1.0, f"cell 1: ClaimError: {raised.value}")
+        assert chapter.failed_claim in ("ecg.warm", "interop.polars") and chapter.claim_figure == figure
+    cut = rehearse.ChapterAtSeat("06", False, 1.0, "cell 1: ClaimError: a.b does not hold")
+    assert cut.failed_claim == "a.b" and cut.claim_figure is None  # cut before its figure
+    assert rehearse.ChapterAtSeat("06", False, 1.0, "interrupted").never_finished

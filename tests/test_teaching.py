@@ -155,15 +155,15 @@ def test_a_chapter_is_run_whole_in_order_discussed_from_the_top_while_its_slot_h
 
 
 def test_a_claim_that_stopped_the_seats_is_shown_beside_the_same_claim_alone():
-    def claim(name, value, holds):
-        return {"name": name, "kind": "at_most", "value": value, "unit": "", "holds": holds, "factor": None,
-                "difference": None}  # fmt: skip
+    def claim(name, value, holds, kind="at_most", control=None):
+        return {"name": name, "kind": kind, "value": value, "unit": "s", "holds": holds, "control": control,
+                "factor": None, "difference": None}  # fmt: skip
 
-    def run(gpu, limit, claims, date="2026-11-26"):
-        return evidence.ClaimRun("H100 80GB", "nbval", gpu, "580", {}, limit, date, {"06_ecg_pipeline": claims})
+    def run(gpu, limit, claims, date="2026-11-26", label="H100 80GB"):
+        return evidence.ClaimRun(label, "nbval", gpu, "580", {}, limit, date, {"06_ecg_pipeline": claims})
 
-    stopped = "cell 99: ClaimError: ecg.warm does not hold: 0.529, needs at most 0.5; the earlier defaults (one pool"
-    beats = "cell 9: ClaimError: interop.polars does not hold: 115 ms against 87.7 ms (Polars' GPU engine): 0.77×"
+    stopped = "cell 99: ClaimError: ecg.warm does not hold: 529 ms, needs at most 500 ms; the earlier defaults"
+    beats = "cell 9: ClaimError: ecg.polars does not hold: 115 ms against 87.7 ms (Polars' GPU engine): 0.77×"
     seats = [
         rehearse.Seat(1, "teacher", [rehearse.ChapterAtSeat("06_ecg_pipeline", False, 9.0, stopped)]),
         rehearse.Seat(2, "participant", [rehearse.ChapterAtSeat("06_ecg_pipeline", False, 9.0, beats)]),
@@ -171,16 +171,20 @@ def test_a_claim_that_stopped_the_seats_is_shown_beside_the_same_claim_alone():
     ]
     done = rehearse.Rehearsal("two-hours", "16G", "H100", "580", 80 * GIB, "2026-11-26", 9.0, None, seats)
     alone = [
-        run("H100", None, [claim("ecg.warm", 0.4, True)], "2026-11-24"),
-        run("H100", None, [claim("ecg.warm", 0.346, True)]),  # the latest: the one shown
-        run("H100", 16 * GIB, [claim("ecg.warm", 0.9, False)]),  # under a limit: not the control
-        run("H200", None, [claim("ecg.warm", 0.1, True)]),  # another GPU: not the control
+        run("H100", None, [claim("ecg.warm", 0.346, True)]),  # the latest whole-GPU run, later in the file below
+        run("H100", None, [claim("ecg.warm", 0.4, True)], "2026-11-24"),  # older, though later in the file
+        run("H200", None, [claim("ecg.warm", 0.1, True)]),  # another GPU: never the control
+        run("H100", None, [claim("ecg.polars", 0.0344, True, "beats", 0.052)]),
     ]
     rows = teaching.claims_the_room_failed([done], alone)
     assert [(r["claim"], r["stopped seats"], r["at the seats"]) for r in rows] == [
-        ("ecg.warm", 1, "0.529"),
-        ("interop.polars", 1, "115 ms against 87.7 ms"),
+        ("ecg.warm", 1, "529 ms"),
+        ("ecg.polars", 1, "115 ms against 87.7 ms"),
     ]  # the crash is no claim
-    assert rows[0]["alone"] == "0.346 ✓ (H100 80GB, re-run and compared 2026-11-26)"
-    assert rows[1]["alone"] == "not recorded alone on this GPU"
+    assert rows[0]["alone"] == "346 ms ✓ (H100 80GB, re-run and compared 2026-11-26)"  # by date, not file order
+    assert rows[1]["alone"] == "34.4 ms against 52.0 ms ✓ (H100 80GB, re-run and compared 2026-11-26)"  # same fields
     assert rows[0]["rehearsal"] == "two-hours, 3 seats of 16G, 2026-11-26"
+    alone.append(run("H100", 16 * GIB, [claim("ecg.warm", 0.339, True)], "2026-11-20", "16 GB (MPS limit)"))
+    shared = teaching.claims_the_room_failed([done], alone)[0]["alone"]
+    assert shared == "339 ms ✓ (16 GB (MPS limit), re-run and compared 2026-11-20)"  # the seats' own share first
+    assert teaching.claims_the_room_failed([done], [])[0]["alone"] == "not recorded alone on this GPU"
