@@ -7,6 +7,7 @@ timed on the chapter's three clusters (timing, task_stream; two workers sharing 
 from __future__ import annotations
 
 import contextlib
+import itertools
 from types import SimpleNamespace as Mount
 
 import numpy as np
@@ -187,9 +188,10 @@ def test_the_three_clusters_are_timed_stage_by_stage(written, model, client, mon
     paths, metadata = written
     samplers = []
 
-    class Sampler(utilisation.UtilisationSampler):  # a GPU busy at 50 % and one idle, without NVML
-        def __init__(self):
-            super().__init__(interval=0.005, read=lambda: [50.0, 0.0])
+    class Sampler(utilisation.UtilisationSampler):  # a GPU busy at 50 % and one idle, without NVML; a third
+        def __init__(self):  # "GPU" reads the sample's number, so that which samples were kept can be told apart
+            ticks = itertools.count()
+            super().__init__(interval=0.005, read=lambda: [50.0, 0.0, float(next(ticks))])
             samplers.append(self)
 
     monkeypatch.setattr(timing, "UtilisationSampler", Sampler)
@@ -204,6 +206,9 @@ def test_the_three_clusters_are_timed_stage_by_stage(written, model, client, mon
     kept = len(run.utilisation[0])
     assert kept < len(sampler.samples[0]) and set(run.utilisation[0]) <= {50.0} and len(run.utilisation[1]) == kept
     assert ((run.load["occupancy"] > 0) & (run.load["occupancy"] <= 1 + 1e-9)).all()
+    # the first sample, taken as the sampler started and before the timed scoring runs handed out a task, is not kept
+    numbers = run.utilisation[2]
+    assert 0.0 not in numbers and set(numbers) < set(sampler.samples[2])
     assert run.timings["  read: on the workers"].median <= run.timings["read from the page cache"].median
     assert run.timings["  score: on the workers"].median <= run.timings["score every recording"].median
     # the reads were dealt out 2 + 1, and each recording was scored where it was read
