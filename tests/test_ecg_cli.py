@@ -19,7 +19,7 @@ import pytest
 from booktools.paths import ROOT
 from support import env
 from support.ecg import __main__ as cli
-from support.ecg import cli_runs, import_ahead, output_folder, pipeline, reading, synthetic
+from support.ecg import cli_runs, output_folder, pipeline, reading, synthetic
 
 
 def refusal(capsys, argv) -> str:
@@ -422,7 +422,7 @@ def test_a_whole_run_in_its_own_process_leaves_its_files_and_its_line_and_exits_
     out = tmp_path / "run"
     metrics = cli_runs.run_command_line(["--device", "cpu", "--hours", "0.05", "--seed", "1"], out=out)
     assert metrics["process_seconds"] >= metrics["total_seconds"] > 0
-    assert {"quality_seconds", "figures_seconds"} <= set(metrics) and metrics["import_ahead"] is True
+    assert {"quality_seconds", "figures_seconds"} <= set(metrics)
     planned = output_folder.planned_files(out, synthetic=True)
     assert sorted(p.name for p in out.iterdir()) == sorted(p.name for p in planned)
     done = subprocess.run(
@@ -435,53 +435,3 @@ def test_a_whole_run_in_its_own_process_leaves_its_files_and_its_line_and_exits_
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout.strip().splitlines()[-1])["beats"] > 0
     assert (tmp_path / "b" / "lengths.png").stat().st_size > 0
-
-
-def test_runs_alternate_so_that_neither_setting_always_goes_first(tmp_path, monkeypatch):
-    started = []
-
-    def fake_run(arguments, *, out):
-        started.append(list(map(str, arguments)))
-        return {"process_seconds": float(len(started)), "setup_seconds": 1.0, "stages": [], "out": out.name}
-
-    monkeypatch.setattr(cli_runs, "run_command_line", fake_run)
-    settings = {"ahead": [], "control": ["--no-import-ahead"]}
-    runs = cli_runs.alternate_runs(["--hours", 1], settings, repeat=3, folder=tmp_path)
-    order = ["control" if "--no-import-ahead" in a else "ahead" for a in started]
-    assert order == ["ahead", "control", "control", "ahead", "ahead", "control"]
-    assert all(a[:2] == ["--hours", "1"] for a in started)
-    assert len({run["out"] for each in runs.values() for run in each}) == 6  # a new folder for every run
-    assert cli_runs.process_timing(runs["ahead"]).samples == (1.0, 4.0, 5.0)
-    for repeat, settings_given, message in ((0, settings, "at least one round"), (1, {"a": []}, "two settings")):
-        with pytest.raises(ValueError, match=message):
-            cli_runs.alternate_runs([], settings_given, repeat=repeat, folder=tmp_path)
-
-
-def test_the_median_table_has_every_part_and_the_process_with_its_range():
-    def run(process, setup):
-        return {"process_seconds": process, "setup_seconds": setup, "stages": [{"stage": "train", "seconds": 0.5}]}
-
-    runs = {"ahead": [run(6.0, 2.0), run(9.0, 3.0), run(7.0, 2.5)], "control": [run(8.0, 2.0), run(8.0, 2.0)]}
-    table = {row["part"]: row for row in cli_runs.median_part_rows(runs)}
-    assert table["start-up"] == {"part": "start-up", "ahead": "2.50 s", "control": "2.00 s"}
-    assert table["synthesis and CSV"]["ahead"] == "none"
-    assert table["the process, end to end"] == {"part": "the process, end to end", "ahead": "7.00 s", "control": "8.00 s"}
-    assert table["  its range"] == {"part": "  its range", "ahead": "6.00 s–9.00 s", "control": "8.00 s–8.00 s"}
-
-
-def test_import_ahead_is_the_default_and_can_be_switched_off():
-    assert cli.parse(["--out", "x"]).import_ahead is True
-    assert cli.parse(["--no-import-ahead", "--out", "x"]).import_ahead is False
-
-
-def test_a_module_imported_ahead_is_imported_in_its_own_thread(tmp_path, monkeypatch):
-    (tmp_path / "book_ahead_probe.py").write_text("import threading\nTHREAD = threading.current_thread().name\n")
-    (tmp_path / "book_ahead_broken.py").write_text("raise RuntimeError('broken on purpose')\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    failures = []
-    monkeypatch.setattr("threading.excepthook", failures.append)
-    import_ahead.start("book_ahead_probe").join(timeout=30)
-    assert sys.modules["book_ahead_probe"].THREAD == "import book_ahead_probe"
-    import_ahead.start("book_ahead_broken").join(timeout=30)
-    assert "book_ahead_broken" not in sys.modules and failures == []  # left for the program's own import
-    monkeypatch.delitem(sys.modules, "book_ahead_probe")

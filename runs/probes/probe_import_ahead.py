@@ -7,6 +7,10 @@ cell runs); then the default and ``--no-import-ahead`` run in turns, three round
 round (``cli_runs.alternate_runs``, what the chapter runs). It prints the median table and the ratio of the two
 settings' median process times, writes every run's report to OUT.json, and exits 0 when the control's median is
 at least BAR (default 1.10) times the default's, else 3.
+
+It ran once, on the H100 on 2026-11-26, at commit 31b3487 (``probe_import_ahead_h100_2026-11-26.log``): the control
+won, the chapter was not executed with the change, and ``--import-ahead`` and ``cli_runs.alternate_runs`` were
+removed after it. To run it again, check out that commit.
 """
 
 from __future__ import annotations

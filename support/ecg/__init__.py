@@ -25,7 +25,6 @@ One idea per module, in the order the data flows:
 
 ``python -m support.ecg`` (``__main__``) runs the whole pipeline from a shell; ``--help`` lists its options;
 :mod:`~support.ecg.output_folder` checks its ``--out`` before any work, so no file it did not write is replaced;
-:mod:`~support.ecg.import_ahead` imports PyTorch's compiler stack in a thread while it synthesizes or reads;
 :mod:`~support.ecg.cli_runs` runs it from a notebook in fresh processes and sets their times side by side;
 :mod:`~support.ecg.run_report` reads a run's ``metrics.json`` back and says where its time went.
 """

@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 from support import env
-from support.ecg import detection, import_ahead, output_folder
+from support.ecg import detection, output_folder
 from support.memory import use_one_pool
 from support.units import describe_bytes
 
@@ -87,13 +87,6 @@ def build_parser() -> argparse.ArgumentParser:
         "a CUDA graph), or RMM's pool for PyTorch too (one pool for every library: no graph)",
     )
     parser.add_argument("--eager", action="store_true", help="train step by step, never as a CUDA graph")
-    parser.add_argument(
-        "--import-ahead",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="import PyTorch's compiler stack (which its optimizers import at their first use) in a thread while "
-        "the data is synthesized or read (default; --no-import-ahead: where PyTorch imports it)",
-    )
     parser.add_argument(
         "--warm",
         type=int,
@@ -287,9 +280,6 @@ def run(args: argparse.Namespace) -> int:
         import numpy as xp  # noqa: PLC0415 - the array module of this run, like cupy above
     from support.ecg import pipeline, plots, reading, synthetic  # noqa: PLC0415 - PyTorch: after the arguments are checked
 
-    if args.import_ahead:
-        import_ahead.start()  # torch is imported: its compiler stack next, beside the data (support.ecg.import_ahead)
-    report["import_ahead"] = args.import_ahead
     report["versions"] = env.stack_versions()
     report["setup_seconds"] = time.perf_counter() - STARTED  # imports, the GPU check, the pool
     settings = {"fs": args.fs, "seed": args.seed, "progress": not args.no_progress, "graph": not args.eager}

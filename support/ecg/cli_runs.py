@@ -5,8 +5,7 @@ times set side by side: how long a user waits, cold and warm, with one setting o
 settings on the same CSV, after one run that fills Python's bytecode cache (as any second use of an installed
 package finds it); :func:`stage_rows` tabulates their stages, cold (the run's own pass) or warm (the median of its
 ``--warm`` passes), one column per setting, and :func:`total_rows` the waits: the parts of a run's own pass
-(:mod:`support.ecg.run_report`), then warm read to drawn plot with its range. :func:`alternate_runs` runs two
-settings or more in turns, several rounds, and :func:`median_part_rows` sets their medians side by side.
+(:mod:`support.ecg.run_report`), then warm read to drawn plot with its range.
 
 >>> run = {"setup_seconds": 2.0, "pipeline_seconds": 3.0, "total_seconds": 6.0, "training_steps": "eager",
 ...        "stages": [{"stage": "read", "seconds": 0.5}, {"stage": "train", "seconds": 2.0}],
@@ -21,7 +20,6 @@ settings or more in turns, several rounds, and :func:`median_part_rows` sets the
 from __future__ import annotations
 
 import json
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -80,52 +78,6 @@ def compare_settings(
         name: run_command_line([*base, *extra], out=folder / f"run-{number}")
         for number, (name, extra) in enumerate(settings.items())
     }
-
-
-def alternate_runs(
-    arguments: Sequence, settings: Mapping[str, Sequence], *, repeat: int, folder: Path
-) -> dict[str, list[dict]]:
-    """Each of ``settings`` (a name and its extra arguments) run ``repeat`` times with ``arguments``, each run in a
-    fresh process, in rounds whose order turns round each time (A B, then B A, then A B, ...): a drift over the
-    rounds (files the operating system keeps in memory, a GPU warming up) falls on every setting alike. Returns
-    each setting's metrics, one per round; runs go into new folders under ``folder``."""
-    if repeat < 1:
-        raise ValueError(f"ask for at least one round, not {repeat}")
-    if len(settings) < 2:
-        raise ValueError("name at least two settings to alternate")
-    names = list(settings)
-    runs: dict[str, list[dict]] = {name: [] for name in names}
-    for round_number in range(repeat):
-        for name in names if round_number % 2 == 0 else names[::-1]:
-            out = folder / f"round-{round_number}-{names.index(name)}"
-            runs[name].append(run_command_line([*arguments, *settings[name]], out=out))
-    return runs
-
-
-def process_timing(runs: Sequence[Mapping], label: str = "the process, end to end") -> Timing:
-    """The ``process_seconds`` of several runs as a :class:`~support.bench.Timing` (wall clock)."""
-    return Timing(label, tuple(run["process_seconds"] for run in runs), "wall")
-
-
-def median_part_rows(runs: Mapping[str, Sequence[Mapping]]) -> list[dict[str, str]]:
-    """One row per part of a run (:data:`support.ecg.run_report.PARTS`) and one for the whole process, one column
-    per setting: the median over the setting's runs, and the process's range under it."""
-    rows = []
-    for part in [*run_report.PARTS, "the process, end to end"]:
-        row = {"part": part}
-        for name, each in runs.items():
-            if part in run_report.PARTS:
-                values = [run_report.part_seconds(run)[part] for run in each]
-                row[name] = "none" if None in values else format_seconds(statistics.median(values))
-            else:
-                row[name] = format_seconds(process_timing(each).median)
-        rows.append(row)
-    process = {name: process_timing(each) for name, each in runs.items()}
-    rows.append(
-        {"part": "  its range"}
-        | {name: f"{format_seconds(t.min)}–{format_seconds(t.max)}" for name, t in process.items()}
-    )
-    return rows
 
 
 def warm_passes(run: Mapping) -> Timing:
