@@ -429,5 +429,15 @@ def test_breakdown_gives_the_rest_of_the_whole():
     whole = Timing("whole", (1.0, 1.2, 1.1), "wall")
     parts = {"a": Timing("a", (0.3,), "wall"), "b": Timing("b", (0.5,), "wall")}
     rows, rest = breakdown.account(whole, parts)
-    assert [row["what"] for row in rows] == ["whole", "a", "b"]
+    assert [row["what"] for row in rows] == ["whole", "a", "b", "not explained by the parts"]
     assert rest == pytest.approx(0.3) and breakdown.largest_part(parts) == "b"
+    assert rows[-1]["median"] == "300 ms" and rows[-1]["share of the whole"] == "27%"
+
+
+def test_parts_that_add_up_to_more_than_the_whole_are_a_row_not_an_error():
+    # seen in a workshop rehearsal: five seats on one GPU, the parts timed apart outran the whole collect
+    whole = Timing("whole", (1.0,), "wall")
+    rows, rest = breakdown.account(whole, {"a": Timing("a", (0.7,), "wall"), "b": Timing("b", (0.5,), "wall")})
+    assert rest == pytest.approx(-0.2)
+    assert rows[-1]["median"] == "−200 ms: the parts add up to more than the whole"
+    assert rows[-1]["share of the whole"] == "-20%"
