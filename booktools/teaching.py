@@ -151,6 +151,38 @@ def claims_the_room_failed(rehearsals: Sequence, claim_runs: Sequence | None = N
     return rows
 
 
+def errors_the_room_met(rehearsals: Sequence, width: int = 160) -> list[dict]:
+    """Each error other than a claim that stopped a chapter at a rehearsal's seats: a crash, a refusal, an assert.
+
+    ``rehearsals`` are :class:`booktools.rehearse.Rehearsal` records, which keep a chapter's first error at each
+    seat only. A row per rehearsal, chapter and error (the seat's own cell number and message, shortened to at most
+    ``width`` characters), with the number of seats it stopped there. Claims that did not hold are
+    :func:`claims_the_room_failed`'s; chapters a seat never finished are left out (the rehearsal's summary counts
+    them). Most of these are a fault to fix or a set-up to change; a plain ``assert`` on a timing is the room's
+    contention as much as a claim is, and the teacher reads its message to tell which.
+    """
+    rows = []
+    for rehearsal in rehearsals:
+        seen: dict[tuple[str, str], int] = {}
+        for seat in rehearsal.seats:
+            for chapter in seat.chapters:
+                if chapter.passed or chapter.failed_claim is not None or chapter.never_finished:
+                    continue
+                error = chapter.error or "(no message)"
+                error = error if len(error) <= width else error[: width - 2].rstrip() + " …"
+                seen[(chapter.chapter, error)] = seen.get((chapter.chapter, error), 0) + 1
+        rows.extend(
+            {
+                "rehearsal": f"{rehearsal.agenda}, {len(rehearsal.seats)} seats of {rehearsal.limit}, {rehearsal.date}",
+                "chapter": chapter,
+                "error": error,
+                "stopped seats": seats,
+            }
+            for (chapter, error), seats in seen.items()
+        )
+    return rows
+
+
 def _claim_alone(claim_runs: Sequence, gpu: str, share: int, chapter: str, name: str) -> str | None:
     """The claim's figure and verdict in the latest run of its chapter alone on ``gpu``: under the ``share`` a
     rehearsal's seats had where such a run exists, else on the whole GPU; None where neither recorded it."""

@@ -188,3 +188,26 @@ def test_a_claim_that_stopped_the_seats_is_shown_beside_the_same_claim_alone():
     shared = teaching.claims_the_room_failed([done], alone)[0]["alone"]
     assert shared == "339 ms ✓ (16 GB (MPS limit), re-run and compared 2026-11-20)"  # the seats' own share first
     assert teaching.claims_the_room_failed([done], [])[0]["alone"] == "not recorded alone on this GPU"
+
+
+def test_the_other_errors_at_the_seats_are_listed_once_each_with_their_seats():
+    small = "cell 5: MemorySetupError: a pool of 4.00 GiB does not fit: the GPU has 3.50 GiB free of 79.18 GiB; ask"
+    claim = "cell 9: ClaimError: ecg.warm does not hold: 529 ms, needs at most 500 ms"
+    seats = [
+        rehearse.Seat(1, "teacher", [rehearse.ChapterAtSeat("00_getting_started", False, 9.0, small)]),
+        rehearse.Seat(2, "participant", [rehearse.ChapterAtSeat("00_getting_started", False, 9.0, small)]),
+        rehearse.Seat(3, "participant", [rehearse.ChapterAtSeat("06_ecg_pipeline", False, 9.0, claim)]),
+        rehearse.Seat(4, "participant", [rehearse.ChapterAtSeat("03_zero_copy", False, 9.0, "cell 2: " + "x" * 300)]),
+        rehearse.Seat(5, "participant", [rehearse.ChapterAtSeat("03_zero_copy", True, 9.0)]),
+        rehearse.Seat(
+            6, "participant", [rehearse.ChapterAtSeat("03_zero_copy", False, 9.0, "not finished within 2100 s")]
+        ),
+    ]
+    done = rehearse.Rehearsal("two-hours", "4G", "H100", "580", 80 * GIB, "2026-11-26", 9.0, None, seats)
+    rows = teaching.errors_the_room_met([done], width=100)
+    assert [(r["chapter"], r["stopped seats"]) for r in rows] == [("00_getting_started", 2), ("03_zero_copy", 1)]
+    assert rows[0]["error"].startswith("cell 5: MemorySetupError: a pool of 4.00 GiB does not fit")
+    assert len(rows[1]["error"]) == 100 and rows[1]["error"].startswith("cell 2: xxx")  # cut, not dropped
+    assert rows[1]["error"].endswith(" …")  # the claim and the chapter never finished are not here
+    assert rows[0]["rehearsal"] == "two-hours, 6 seats of 4G, 2026-11-26"
+    assert teaching.errors_the_room_met([]) == []
