@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from booktools import evidence, records
+from booktools import evidence, notebooks, records
 from booktools.mps import check_limit
 from booktools.paths import README, ROOT
 from support import env
@@ -290,6 +290,8 @@ def chapter_needs(groups: Sequence[RunGroup] | None = None) -> dict[str, Need]:
 
     Runs on a whole GPU say nothing of a need: there a chapter may take more than it needs (JAX's default
     preallocation, pools sized from free memory). A smaller share may still run a chapter; nothing measured says so.
+    Nor does a chapter that needs several GPUs (``book.gpus`` in its metadata, :func:`gpus_needed`): it runs several
+    processes on a GPU, each under the per-process limit, so the memory in use there is not one process's need.
     """
     groups = load() if groups is None else groups
     found: dict[str, Need] = {}
@@ -297,7 +299,7 @@ def chapter_needs(groups: Sequence[RunGroup] | None = None) -> dict[str, Need]:
         if group.parallel or not group.limit_bytes:
             continue
         for chapter in group.chapters:
-            if not (chapter.passed and chapter.peak_bytes):
+            if not (chapter.passed and chapter.peak_bytes) or gpus_needed(chapter.notebook) > 1:
                 continue
             need = Need(
                 chapter_name(chapter.notebook),
@@ -309,6 +311,13 @@ def chapter_needs(groups: Sequence[RunGroup] | None = None) -> dict[str, Need]:
             if earlier is None or need.peak_bytes < earlier.peak_bytes:
                 found[need.chapter] = need
     return dict(sorted(found.items()))
+
+
+def gpus_needed(notebook: str) -> int:
+    """How many GPUs the notebook at ``notebook`` (relative to the repository, or absolute) says it needs; 1 where
+    the file is not there (a record of a chapter since renamed)."""
+    path = ROOT / notebook
+    return notebooks.gpus_needed(notebooks.read_notebook(path)) if path.is_file() else 1
 
 
 def write_needs(groups: Sequence[RunGroup] | None = None, path: Path = NEEDS_FILE) -> None:

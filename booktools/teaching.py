@@ -116,6 +116,11 @@ def runs_together(groups: Sequence[RunGroup] | None = None) -> list[dict]:
     ]
 
 
+def rehearsal_label(rehearsal) -> str:
+    """A rehearsal as the teachers' page names it: ``"two-hours, 4 seats of 16G, 2026-11-26"``."""
+    return f"{rehearsal.agenda}, {len(rehearsal.seats)} seats of {rehearsal.limit}, {rehearsal.date}"
+
+
 def claims_the_room_failed(rehearsals: Sequence, claim_runs: Sequence | None = None) -> list[dict]:
     """Each claim that stopped a chapter at a rehearsal's seats, beside the same claim where its chapter ran alone.
 
@@ -140,8 +145,7 @@ def claims_the_room_failed(rehearsals: Sequence, claim_runs: Sequence | None = N
             alone = _claim_alone(claim_runs, rehearsal.gpu, limit_bytes(rehearsal.limit), chapter, name)
             rows.append(
                 {
-                    "rehearsal": f"{rehearsal.agenda}, {len(rehearsal.seats)} seats of {rehearsal.limit}, "
-                    f"{rehearsal.date}",
+                    "rehearsal": rehearsal_label(rehearsal),
                     "claim": name,
                     "stopped seats": len(figures),
                     "at the seats": ", ".join(figures),
@@ -173,7 +177,7 @@ def errors_the_room_met(rehearsals: Sequence, width: int = 160) -> list[dict]:
                 seen[(chapter.chapter, error)] = seen.get((chapter.chapter, error), 0) + 1
         rows.extend(
             {
-                "rehearsal": f"{rehearsal.agenda}, {len(rehearsal.seats)} seats of {rehearsal.limit}, {rehearsal.date}",
+                "rehearsal": rehearsal_label(rehearsal),
                 "chapter": chapter,
                 "error": error,
                 "stopped seats": seats,

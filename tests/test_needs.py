@@ -2,6 +2,7 @@
 under a memory limit; the committed needs file is what the committed runs give; a chapter stops before it starts
 when this process cannot hold that peak."""
 
+import nbformat
 import pytest
 
 from booktools import runs
@@ -26,6 +27,19 @@ def test_a_need_is_the_smallest_peak_of_a_passing_run_under_a_limit_with_that_li
     found = runs.chapter_needs(measured_runs())
     # the whole-GPU run and the failed 8 GB run prove nothing; 05_y ran only in a parallel group
     assert found == {"04_x": needs.Need("04_x", 13 * GIB, 16 * GIB, "16 GB")}
+
+
+def test_a_chapter_on_several_gpus_has_no_need_its_processes_together_are_not_one_process(tmp_path):
+    two = tmp_path / "07_two.ipynb"
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("import cupy")])
+    notebook.metadata["book"] = {"gpus": 2}
+    nbformat.write(notebook, two)
+    one = tmp_path / "06_one.ipynb"
+    notebook.metadata["book"] = {}
+    nbformat.write(notebook, one)
+    limited = [runs.ChapterRun(str(path), 5.0, 17 * GIB, True) for path in (two, one)]
+    found = runs.chapter_needs([runs.RunGroup("16 GB", "nbval", False, 10.0, 0, limited, 16 * GIB)])
+    assert list(found) == ["06_one"] and runs.gpus_needed(str(two)) == 2
 
 
 def test_the_needs_file_is_written_and_read_back(tmp_path):
