@@ -80,6 +80,21 @@ CHAPTER_0_SENTENCES = {
 }
 #: Paragraphs of the book that do not apply to the edition (they start with these words): left out.
 NOT_FOR_PARTICIPANTS = ("Teaching a workshop from the book?",)
+#: Chapter 0's sections for whoever installs the book (they start with these headings): left out of the edition,
+#: whose participants use the server their teacher set up.
+SERVER_SECTIONS = ("### When `pip install` fails",)
+#: What ``_config.yml`` holds where the book's address is not filled in yet.
+PLACEHOLDER = "FILL-IN"
+#: Every chapter's sentences that the edition cannot keep (it has no solutions and no repository beside it), as
+#: patterns, and what it says instead.
+EDITION_SENTENCES = {
+    re.compile(r"Each solution runs with the chapter\s+and checks what it claims\."): (
+        "The solutions are in the published book, each run with its chapter."
+    ),
+    re.compile(r"`((?:runs|tests)/[^`]*)`"): r"`\1` (in the book's repository)",
+    re.compile(r"the book's unit tests"): "the book's unit tests (in its repository)",
+    re.compile(r"the CPU tests\b"): "the book's CPU tests (in its repository)",
+}
 
 SETUP_SCRIPT = """\"\"\"Check this seat before the workshop day: run `python check_setup.py` in this folder,
 with the Python (or the Jupyter kernel) your teacher set up. One line per check; the last line says whether
@@ -91,8 +106,8 @@ try:
     from booktools.workshop import check_seat
 except ImportError as error:
     sys.exit(
-        f"the book is not installed in this Python ({{error}}): use the Python or kernel your teacher named, "
-        "or install the book there (pip install -e '/path/to/book[gpu]')"
+        f"the book is not installed in this Python ({{error}}): run this with the Python or Jupyter kernel your "
+        "teacher named for the workshop; if that is the one, tell your teacher"
     )
 
 sys.exit(check_seat({chapters!r}))
@@ -104,11 +119,14 @@ class WorkshopError(ValueError):
 
 
 def book_url(config: Path = ROOT / "_config.yml") -> str | None:
-    """The published book's address: ``html.baseurl`` in the book's ``_config.yml``; None when it is not set."""
+    """The published book's address: ``html.baseurl`` in the book's ``_config.yml``; None when it is not set or
+    is still the placeholder (:data:`PLACEHOLDER`) the repository ships with."""
     if not config.exists():
         return None
     settings = yaml.safe_load(config.read_text()) or {}
     url = str((settings.get("html") or {}).get("baseurl") or "").strip()
+    if PLACEHOLDER in url:  # the book's own _config.yml until it is published somewhere
+        return None
     return url.rstrip("/") or None
 
 
@@ -263,7 +281,15 @@ def fit_chapter_0(cells: list, url: str | None) -> list:
         if text.lstrip().startswith(BOOK_SETUP_HEADING):
             text = participant_setup(url)
         cell.source = text
-    return cells
+    return [c for c in cells if not (c.cell_type == "markdown" and c.source.lstrip().startswith(SERVER_SECTIONS))]
+
+
+def fit_for_edition(text: str) -> str:
+    """A chapter's markdown with :data:`EDITION_SENTENCES` replaced: no promise of solutions the edition lacks, and
+    the book's repository named for the files it points at."""
+    for pattern, instead in EDITION_SENTENCES.items():
+        text = pattern.sub(instead, text)
+    return text
 
 
 def participant_notebook(notebook, name: str = "notebook", numbers: dict[str, str] | None = None, pages=None, url=None):
@@ -281,8 +307,10 @@ def participant_notebook(notebook, name: str = "notebook", numbers: dict[str, st
     for cell in cells:
         if cell.cell_type == "code":
             cell.outputs, cell.execution_count = [], None
-        elif pages is not None:
-            cell.source = edition_links(cell.source, set(pages), url)
+        else:
+            cell.source = fit_for_edition(cell.source)
+            if pages is not None:
+                cell.source = edition_links(cell.source, set(pages), url)
     edition.cells = cells
     return edition
 
@@ -470,10 +498,30 @@ def check_seat(chapters: list[str], folder: Path | None = None) -> int:
     else:
         findings.append(doctor.Finding("ok", f"the edition's {len(chapters)} chapters and their files are here"))
     for finding in findings:
-        print(finding.line())
+        print(for_participant(finding).line())
     blockers = sum(finding.level == "FAIL" for finding in findings)
     print(f"{blockers} blocker(s): tell your teacher" if blockers else "this seat is ready for the workshop")
     return 1 if blockers else 0
+
+
+#: What a participant does about a problem the book's doctor would have its installer fix.
+PARTICIPANT_FIX = (
+    "use the Python or Jupyter kernel your teacher named for the workshop; if it is that one, tell your teacher"
+)
+#: ... and about a machine without a usable GPU.
+PARTICIPANT_GPU_FIX = "run this on the workshop's GPU server, in the kernel your teacher named; else tell your teacher"
+
+
+def for_participant(finding: doctor.Finding) -> doctor.Finding:
+    """``finding`` with a fix a participant can act on: the doctor's fixes name the book's installation (``make``,
+    ``pip``, ``conda``), which the edition has not; a participant uses the server and kernel the teacher set up."""
+    if finding.level == "ok" or not finding.fix:
+        return finding
+    if "GPU" in finding.what and "no usable GPU" in finding.what:
+        return doctor.Finding(finding.level, finding.what, PARTICIPANT_GPU_FIX)
+    if re.search(r"\bmake\b|\bpip\b|\bconda\b|extra", finding.fix):
+        return doctor.Finding(finding.level, finding.what, PARTICIPANT_FIX)
+    return finding
 
 
 def read_through(folder: Path) -> list[str]:
@@ -489,6 +537,9 @@ def read_through(folder: Path) -> list[str]:
             if markup := MYST_MARKUP.search(cell.source):
                 problems.append(f"{path.name}, cell {index}: markup shows as text: {markup.group(0)!r}")
             for _, _, target in LINK.findall(cell.source):
+                if PLACEHOLDER in target:
+                    problems.append(f"{path.name}, cell {index}: a link to a placeholder address: {target}")
+                    continue
                 page = target.partition("#")[0]
                 if target.startswith(("http:", "https:", "mailto:", "#")) or (folder / page).exists():
                     continue

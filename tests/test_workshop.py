@@ -161,6 +161,37 @@ def test_a_participant_reads_the_two_hour_edition_and_finds_nothing_that_does_no
         assert wrong not in first, wrong
     assert "check_setup.py" in first and "published book" in first
     assert (tmp_path / "edition-teacher" / "expected_outputs.md").exists()
+    every = "\n".join(c.source for path in edition.glob("*.ipynb") for c in nbformat.read(path, as_version=4).cells)
+    for wrong in ("Each solution runs with the chapter", "FILL-IN", "make resolve-gpu", "When `pip install` fails"):
+        assert wrong not in every, wrong
+    for path in re.findall(r"`(?:runs|tests)/[^`]*`(.{0,28})", every):
+        assert path.startswith(" (in the book's repository)"), path
+
+
+def test_the_repository_s_placeholder_address_is_no_address():
+    assert "FILL-IN" in (notebooks.ROOT / "_config.yml").read_text()  # as the repository ships
+    assert workshop.book_url() is None
+
+
+def test_the_read_through_names_a_link_to_the_placeholder_address(tmp_path):
+    chapter = notebook(("md", "See [the book](https://FILL-IN-OWNER.github.io/FILL-IN-REPOSITORY/)."))
+    nbformat.write(chapter, tmp_path / "01_a.ipynb")
+    assert any("a placeholder address" in p for p in workshop.read_through(tmp_path))
+
+
+def test_the_setup_check_tells_a_participant_what_a_participant_can_do():
+    fixes = {
+        finding.what: workshop.for_participant(finding).fix
+        for finding in (
+            workshop.doctor.Finding("FAIL", "not installed: cudf", workshop.doctor.INSTALL_FIX),
+            workshop.doctor.Finding("FAIL", "no usable GPU: no driver", "run on a machine with an NVIDIA GPU"),
+            workshop.doctor.Finding("warn", "the share is small", "ask for a larger share"),
+            workshop.doctor.Finding("ok", "driver 580"),
+        )
+    }
+    assert fixes["not installed: cudf"] == workshop.PARTICIPANT_FIX
+    assert fixes["no usable GPU: no driver"] == workshop.PARTICIPANT_GPU_FIX
+    assert fixes["the share is small"] == "ask for a larger share" and fixes["driver 580"] == ""
 
 
 def test_the_read_through_names_markup_a_missing_answer_cell_and_a_broken_link(tmp_path):
