@@ -286,26 +286,58 @@ def chapter_plan(chapter: str, minutes: float, run_seconds: float, folder: Path 
     }
 
 
-def agenda_plan(name: str, groups: Sequence[RunGroup] | None = None, folder: Path | None = None) -> list[dict]:
+def seconds_at_the_seats(name: str, rehearsals: Sequence) -> dict[str, tuple[float, str]]:
+    """For each chapter of agenda ``name``, how long its slowest seat took in the agenda's most crowded rehearsal
+    that ran it (most seats, then the latest), with that rehearsal's :func:`rehearsal_label`: the run time a room
+    of that size waits for. Seats that stopped the chapter count only where no seat passed it."""
+    found: dict[str, tuple[float, str]] = {}
+    done = [r for r in rehearsals if r.agenda == name]
+    for chapter in agenda(name):
+        ran = [r for r in done if any(c.chapter == chapter for seat in r.seats for c in seat.chapters)]
+        if not ran:
+            continue
+        crowded = max(ran, key=lambda r: (len(r.seats), r.date, ran.index(r)))
+        times = [(c.seconds, c.passed) for seat in crowded.seats for c in seat.chapters if c.chapter == chapter]
+        passed = [seconds for seconds, ok in times if ok]
+        found[chapter] = (max(passed or [seconds for seconds, _ in times]), rehearsal_label(crowded))
+    return found
+
+
+def agenda_plan(
+    name: str, groups: Sequence[RunGroup] | None = None, folder: Path | None = None, rehearsals: Sequence | None = None
+) -> list[dict]:
     """The agenda ``name`` slot by slot: its start (minutes from the beginning), its minutes, and for a chapter
-    its :func:`chapter_plan` from the chapter's run time on the full H100 (:func:`planning_rows`)."""
+    its :func:`chapter_plan` from the chapter's run time: on the full H100 (:func:`planning_rows`), or its slowest
+    seat's in the agenda's most crowded rehearsal where that is longer (:func:`seconds_at_the_seats`; ``rehearsals``
+    default to the records), since a room waits for its cells as the seats did."""
+    if rehearsals is None:
+        from booktools import rehearse  # noqa: PLC0415 - rehearse imports this module
+
+        rehearsals = rehearse.load()
     times = {row["chapter"]: row[TIME] for row in planning_rows(agenda(name), groups)}
+    at_seats = seconds_at_the_seats(name, rehearsals)
     slots, start = [], 0
     for what, minutes in plan(name)["slots"]:
         slot = {"start": start, "minutes": minutes, "what": what, "chapter": None}
         if what in times:
             if times[what] is None:
                 raise ValueError(f"{what} has no measured run time on the full GPU: make execute NOTEBOOKS=...")
-            slot["chapter"] = chapter_plan(what, minutes, times[what], folder)
+            seats, where = at_seats.get(what, (0.0, ""))
+            slot["chapter"] = chapter_plan(what, minutes, max(times[what], seats), folder)
+            slot["chapter"]["alone seconds"] = times[what]
+            slot["chapter"]["timed at"] = where if seats > times[what] else "alone, on the whole GPU"
         slots.append(slot)
         start += minutes
     return slots
 
 
-def agenda_text(name: str, groups: Sequence[RunGroup] | None = None, folder: Path | None = None) -> str:
+def agenda_text(
+    name: str, groups: Sequence[RunGroup] | None = None, folder: Path | None = None, rehearsals: Sequence | None = None
+) -> str:
     """The agenda ``name`` as the teachers' page prints it, within 88 columns: each slot with its start and its
-    minutes; for a chapter, its sections (code cells, how they are run, planned minutes) and its exercise."""
-    slots = agenda_plan(name, groups, folder)
+    minutes; for a chapter, where its run time comes from, its sections (code cells, how they are run, planned
+    minutes) and its exercise."""
+    slots = agenda_plan(name, groups, folder, rehearsals)
     total = plan(name)["minutes"]
     used = sum(slot["minutes"] for slot in slots)
     lines = [f"{name}: {used} of {total} minutes planned", f"{'':16}{'section':<41}code  {'how':<16}{'min':>5}"]
@@ -317,6 +349,14 @@ def agenda_text(name: str, groups: Sequence[RunGroup] | None = None, folder: Pat
         chapter = slot["chapter"]
         if chapter is None:
             continue
+        lines += textwrap.wrap(
+            f"run time {chapter['run seconds']:.0f} s, slowest seat of {chapter['timed at']}"
+            if chapter["timed at"] != "alone, on the whole GPU"
+            else f"run time {chapter['run seconds']:.0f} s, alone on the whole GPU (no rehearsal ran it slower)",
+            CODE_COLUMNS,
+            initial_indent=" " * 16,
+            subsequent_indent=" " * 18,
+        )
         for part in chapter["parts"]:
             label = textwrap.shorten(part["section"], 40, placeholder="…")
             lines.append(f"{'':16}{label:<41}{part['cells']:>4}  {part['how']:<16}{part['min']:>5.1f}")

@@ -211,3 +211,21 @@ def test_the_other_errors_at_the_seats_are_listed_once_each_with_their_seats():
     assert rows[1]["error"].endswith(" …")  # the claim and the chapter never finished are not here
     assert rows[0]["rehearsal"] == "two-hours, 6 seats of 4G, 2026-11-26"
     assert teaching.errors_the_room_met([]) == []
+
+
+def test_a_chapter_is_paced_by_its_slowest_seat_where_a_rehearsal_ran_it_slower_than_alone():
+    def seat(number, seconds, passed=True):
+        return rehearse.Seat(number, "participant", [rehearse.ChapterAtSeat("01_why_gpus", passed, seconds)])
+
+    small = rehearse.Rehearsal("two-hours", "16G", "H100", "580", 80 * GIB, "2026-11-26", 9.0, None, [seat(1, 900.0)])
+    crowded = rehearse.Rehearsal(
+        "two-hours", "14G", "H100", "580", 80 * GIB, "2026-11-25", 9.0, None, [seat(1, 300.0), seat(2, 5.0, False)]
+    )
+    other = rehearse.Rehearsal("half-day", "14G", "H100", "580", 80 * GIB, "2026-11-26", 9.0, None, [seat(1, 9e3)] * 9)
+    at_seats = teaching.seconds_at_the_seats("two-hours", [small, crowded, other])
+    assert at_seats == {"01_why_gpus": (300.0, "two-hours, 2 seats of 14G, 2026-11-25")}  # most seats; a pass
+    slots = {s["what"]: s["chapter"] for s in teaching.agenda_plan("two-hours", rehearsals=[crowded])}
+    alone = slots["01_why_gpus"]["alone seconds"]
+    assert slots["01_why_gpus"]["run seconds"] == max(alone, 300.0)
+    assert slots["00_getting_started"]["timed at"] == "alone, on the whole GPU"
+    assert teaching.agenda_plan("two-hours", rehearsals=[])[2]["chapter"]["run seconds"] == alone
