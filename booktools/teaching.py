@@ -27,6 +27,10 @@ EXERCISE_MINUTES = 10
 #: Which exercise a slot takes first, by its title: finding the copy is the book's central skill.
 EXERCISE_PREFERENCE = ("Find the copy", "Find the leak", "Predict, then measure", "Extend")
 
+#: A chapter's set-up calls (the GPU check, the banner, the one pool): a section whose first code cell makes one is
+#: discussed but never live-coded, since the room came for the code after it.
+SETUP_CALL = re.compile(r"\b(?:check_gpu|use_one_pool|banner)\(")
+
 TIME = "run time (H100 80GB)"
 PEAK = "peak seen (GiB)"
 LIMIT = "passed under"
@@ -208,7 +212,8 @@ def _claim_alone(claim_runs: Sequence, gpu: str, share: int, chapter: str, name:
 def chapter_sections(chapter: str, folder: Path | None = None) -> list[dict]:
     """A chapter as the participant edition has it (:mod:`booktools.workshop`), in parts: each section (from a
     ``#`` or ``##`` heading) and each exercise (from its ``### Exercise N.k`` heading), with its code cells.
-    Each part: ``title``, ``cells`` (code cells), ``exercise`` (True for an exercise)."""
+    Each part: ``title``, ``cells`` (code cells), ``exercise`` (True for an exercise), ``setup`` (True where its
+    first code cell sets the chapter up: :data:`SETUP_CALL`)."""
     folder = CHAPTERS if folder is None else folder
     numbers = workshop.exercise_numbers(workshop.participant_chapters(chapters_in(folder)))
     edition = workshop.participant_notebook(read_notebook(folder / f"{chapter}.ipynb"), f"{chapter}.ipynb", numbers)
@@ -220,8 +225,17 @@ def chapter_sections(chapter: str, folder: Path | None = None) -> list[dict]:
                 if level <= 2 or (level == 3 and re.match(r"Exercise \d+\.\d+: .+", text)):
                     title, exercise = text, level == 3
             if title is not None:
-                parts.append({"title": title.replace("`", "").replace("**", ""), "cells": 0, "exercise": exercise})
+                parts.append(
+                    {
+                        "title": title.replace("`", "").replace("**", ""),
+                        "cells": 0,
+                        "exercise": exercise,
+                        "setup": False,
+                    }
+                )
         elif parts:
+            if parts[-1]["cells"] == 0:
+                parts[-1]["setup"] = bool(SETUP_CALL.search(cell.source))
             parts[-1]["cells"] += 1
     return parts
 
@@ -231,8 +245,8 @@ def chapter_plan(chapter: str, minutes: float, run_seconds: float, folder: Path 
     every section's cells are run in order (a later cell uses what an earlier one made, so none is skipped),
     first each at :data:`TALK_SECONDS` ``room runs through``; then one exercise (:data:`EXERCISE_PREFERENCE`, for
     :data:`EXERCISE_MINUTES`) if it fits; then sections from the top are discussed, and the first cell of each
-    discussed section is live-coded, while the slot holds them. Returns the parts (section, cells, how, minutes),
-    the exercise (or None), the planned minutes and the slot's."""
+    discussed section is live-coded (not a set-up cell: :data:`SETUP_CALL`), while the slot holds them. Returns
+    the parts (section, cells, how, minutes), the exercise (or None), the planned minutes and the slot's."""
     parts = chapter_sections(chapter, folder)
     code_cells = sum(part["cells"] for part in parts if not part["exercise"])
     per_cell = run_seconds / max(code_cells, 1)
@@ -256,7 +270,7 @@ def chapter_plan(chapter: str, minutes: float, run_seconds: float, folder: Path 
     spent += exercise_seconds
     for upgrade in ("discussed", "live"):
         for section in sections:
-            if not section["cells"] or (upgrade == "live" and not section["discussed"]):
+            if not section["cells"] or (upgrade == "live" and (not section["discussed"] or section["setup"])):
                 continue
             before = cost(section)
             if upgrade == "discussed":
@@ -308,12 +322,10 @@ def agenda_plan(
 ) -> list[dict]:
     """The agenda ``name`` slot by slot: its start (minutes from the beginning), its minutes, and for a chapter
     its :func:`chapter_plan` from the chapter's run time: on the full H100 (:func:`planning_rows`), or its slowest
-    seat's in the agenda's most crowded rehearsal where that is longer (:func:`seconds_at_the_seats`; ``rehearsals``
-    default to the records), since a room waits for its cells as the seats did."""
-    if rehearsals is None:
-        from booktools import rehearse  # noqa: PLC0415 - rehearse imports this module
-
-        rehearsals = rehearse.load()
+    seat's in the agenda's most crowded rehearsal among ``rehearsals`` (:class:`booktools.rehearse.Rehearsal`
+    records; none by default) where that is longer (:func:`seconds_at_the_seats`), since a room waits for its cells
+    as the seats did."""
+    rehearsals = [] if rehearsals is None else rehearsals
     times = {row["chapter"]: row[TIME] for row in planning_rows(agenda(name), groups)}
     at_seats = seconds_at_the_seats(name, rehearsals)
     slots, start = [], 0

@@ -229,3 +229,14 @@ def test_a_chapter_is_paced_by_its_slowest_seat_where_a_rehearsal_ran_it_slower_
     assert slots["01_why_gpus"]["run seconds"] == max(alone, 300.0)
     assert slots["00_getting_started"]["timed at"] == "alone, on the whole GPU"
     assert teaching.agenda_plan("two-hours", rehearsals=[])[2]["chapter"]["run seconds"] == alone
+
+
+def test_set_up_cells_are_never_the_ones_live_coded():
+    for chapter in ("00_getting_started", "03_zero_copy"):
+        sections = {part["title"]: part for part in teaching.chapter_sections(chapter)}
+        assert sections["One allocator for every measurement"]["setup"], chapter
+        planned = teaching.chapter_plan(chapter, 60, 60.0)  # room enough to live-code every section
+        for part in planned["parts"]:
+            if sections[part["section"]]["setup"]:
+                assert not part["how"].startswith("live 1"), (chapter, part)
+        assert any(part["how"].startswith("live 1") for part in planned["parts"]), chapter
