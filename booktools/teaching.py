@@ -29,7 +29,9 @@ EXERCISE_PREFERENCE = ("Find the copy", "Find the leak", "Predict, then measure"
 
 #: A chapter's set-up calls (the GPU check, the banner, the one pool): a section whose first code cell makes one is
 #: discussed but never live-coded, since the room came for the code after it.
-SETUP_CALL = re.compile(r"\b(?:check_gpu|use_one_pool|banner)\(")
+SETUP_CALL = re.compile(
+    r"^(?:[\w.]+\s*=\s*)?(?:print\()?(?:[\w.]+\.)?(?:check_gpu|use_one_pool|banner)\(", re.MULTILINE
+)
 
 TIME = "run time (H100 80GB)"
 PEAK = "peak seen (GiB)"
@@ -300,20 +302,22 @@ def chapter_plan(chapter: str, minutes: float, run_seconds: float, folder: Path 
     }
 
 
-def seconds_at_the_seats(name: str, rehearsals: Sequence) -> dict[str, tuple[float, str]]:
-    """For each chapter of agenda ``name``, how long its slowest seat took in the agenda's most crowded rehearsal
-    that ran it (most seats, then the latest), with that rehearsal's :func:`rehearsal_label`: the run time a room
-    of that size waits for. Seats that stopped the chapter count only where no seat passed it."""
+def seconds_at_the_seats(chapters: Sequence[str], rehearsals: Sequence) -> dict[str, tuple[float, str]]:
+    """For each of ``chapters``, how long its slowest passing seat took in the most crowded rehearsal that ran it
+    (most seats, then the latest; any agenda), with that rehearsal's :func:`rehearsal_label`: the run time a room of
+    that size waits for. Rehearsals that skipped the memory check or were interrupted are left out, and so is one
+    where no seat passed the chapter."""
     found: dict[str, tuple[float, str]] = {}
-    done = [r for r in rehearsals if r.agenda == name]
-    for chapter in agenda(name):
-        ran = [r for r in done if any(c.chapter == chapter for seat in r.seats for c in seat.chapters)]
-        if not ran:
-            continue
-        crowded = max(ran, key=lambda r: (len(r.seats), r.date, ran.index(r)))
-        times = [(c.seconds, c.passed) for seat in crowded.seats for c in seat.chapters if c.chapter == chapter]
-        passed = [seconds for seconds, ok in times if ok]
-        found[chapter] = (max(passed or [seconds for seconds, _ in times]), rehearsal_label(crowded))
+    kept = [r for r in rehearsals if r.memory_check and not r.interrupted]
+    for chapter in chapters:
+        ran = []
+        for place, rehearsal in enumerate(kept):
+            passed = [c.seconds for seat in rehearsal.seats for c in seat.chapters if c.chapter == chapter and c.passed]
+            if passed:
+                ran.append(((len(rehearsal.seats), rehearsal.date, place), max(passed), rehearsal))
+        if ran:
+            _, seconds, crowded = max(ran, key=lambda item: item[0])
+            found[chapter] = (seconds, rehearsal_label(crowded))
     return found
 
 
@@ -327,7 +331,7 @@ def agenda_plan(
     as the seats did."""
     rehearsals = [] if rehearsals is None else rehearsals
     times = {row["chapter"]: row[TIME] for row in planning_rows(agenda(name), groups)}
-    at_seats = seconds_at_the_seats(name, rehearsals)
+    at_seats = seconds_at_the_seats(agenda(name), rehearsals)
     slots, start = [], 0
     for what, minutes in plan(name)["slots"]:
         slot = {"start": start, "minutes": minutes, "what": what, "chapter": None}
@@ -337,7 +341,12 @@ def agenda_plan(
             seats, where = at_seats.get(what, (0.0, ""))
             slot["chapter"] = chapter_plan(what, minutes, max(times[what], seats), folder)
             slot["chapter"]["alone seconds"] = times[what]
-            slot["chapter"]["timed at"] = where if seats > times[what] else "alone, on the whole GPU"
+            if seats > times[what]:
+                slot["chapter"]["timed at"] = f"slowest seat of {where}"
+            elif where:
+                slot["chapter"]["timed at"] = f"alone on the whole GPU (not slower at the seats of {where})"
+            else:
+                slot["chapter"]["timed at"] = "alone on the whole GPU (no rehearsal on record ran it)"
         slots.append(slot)
         start += minutes
     return slots
@@ -362,9 +371,7 @@ def agenda_text(
         if chapter is None:
             continue
         lines += textwrap.wrap(
-            f"run time {chapter['run seconds']:.0f} s, slowest seat of {chapter['timed at']}"
-            if chapter["timed at"] != "alone, on the whole GPU"
-            else f"run time {chapter['run seconds']:.0f} s, alone on the whole GPU (no rehearsal ran it slower)",
+            f"run time {chapter['run seconds']:.0f} s, {chapter['timed at']}",
             CODE_COLUMNS,
             initial_indent=" " * 16,
             subsequent_indent=" " * 18,

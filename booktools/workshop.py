@@ -88,12 +88,13 @@ PLACEHOLDER = "FILL-IN"
 #: Every chapter's sentences that the edition cannot keep (it has no solutions and no repository beside it), as
 #: patterns, and what it says instead.
 EDITION_SENTENCES = {
-    re.compile(r"Each solution runs with the chapter\s+and checks what it claims\."): (
+    re.compile(r"Each\s+solution\s+runs\s+with\s+the\s+chapter\s+and\s+checks\s+what\s+it\s+claims\."): (
         "The solutions are in the published book, each run with its chapter."
     ),
-    re.compile(r"`((?:runs|tests)/[^`]*)`"): r"`\1` (in the book's repository)",
-    re.compile(r"the book's unit tests"): "the book's unit tests (in its repository)",
-    re.compile(r"the CPU tests\b"): "the book's CPU tests (in its repository)",
+    re.compile(r"`((?:runs|tests)/[^`]*)`(?!\s+in\s+the\s+repository)"): r"`\1` (in the book's repository)",
+    re.compile(r"the book's unit tests"): "the book's unit tests, in its repository,",
+    re.compile(r"\b(the|its) unit tests\b"): r"\1 unit tests (in the book's repository)",
+    re.compile(r"the CPU tests\b"): "the book's CPU tests, in its repository",
 }
 
 SETUP_SCRIPT = """\"\"\"Check this seat before the workshop day: run `python check_setup.py` in this folder,
@@ -514,14 +515,15 @@ PARTICIPANT_GPU_FIX = "run this on the workshop's GPU server, in the kernel your
 
 def for_participant(finding: doctor.Finding) -> doctor.Finding:
     """``finding`` with a fix a participant can act on: the doctor's fixes name the book's installation (``make``,
-    ``pip``, ``conda``), which the edition has not; a participant uses the server and kernel the teacher set up."""
+    ``pip``, ``conda``) or the machine (its driver, its GPU, the server's environment), which a participant does
+    not run; a participant uses the server and kernel the teacher set up, and passes any other fix on."""
     if finding.level == "ok" or not finding.fix:
         return finding
-    if "GPU" in finding.what and "no usable GPU" in finding.what:
+    if "no usable GPU" in finding.what:
         return doctor.Finding(finding.level, finding.what, PARTICIPANT_GPU_FIX)
-    if re.search(r"\bmake\b|\bpip\b|\bconda\b|extra", finding.fix):
+    if re.search(r"\bmake\b|\bpip\b|\bconda\b|\bextras?\b", finding.fix):
         return doctor.Finding(finding.level, finding.what, PARTICIPANT_FIX)
-    return finding
+    return doctor.Finding(finding.level, finding.what, f"tell your teacher, who can: {finding.fix}")
 
 
 def read_through(folder: Path) -> list[str]:

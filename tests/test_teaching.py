@@ -217,18 +217,27 @@ def test_a_chapter_is_paced_by_its_slowest_seat_where_a_rehearsal_ran_it_slower_
     def seat(number, seconds, passed=True):
         return rehearse.Seat(number, "participant", [rehearse.ChapterAtSeat("01_why_gpus", passed, seconds)])
 
-    small = rehearse.Rehearsal("two-hours", "16G", "H100", "580", 80 * GIB, "2026-11-26", 9.0, None, [seat(1, 900.0)])
-    crowded = rehearse.Rehearsal(
-        "two-hours", "14G", "H100", "580", 80 * GIB, "2026-11-25", 9.0, None, [seat(1, 300.0), seat(2, 5.0, False)]
-    )
-    other = rehearse.Rehearsal("half-day", "14G", "H100", "580", 80 * GIB, "2026-11-26", 9.0, None, [seat(1, 9e3)] * 9)
-    at_seats = teaching.seconds_at_the_seats("two-hours", [small, crowded, other])
-    assert at_seats == {"01_why_gpus": (300.0, "two-hours, 2 seats of 14G, 2026-11-25")}  # most seats; a pass
+    def rehearsal(agenda, seats, date="2026-11-26", check=True, interrupted=False):
+        return rehearse.Rehearsal(
+            agenda, "14G", "H100", "580", 80 * GIB, date, 9.0, None, seats, memory_check=check, interrupted=interrupted
+        )
+
+    small = rehearsal("two-hours", [seat(1, 900.0)])
+    crowded = rehearsal("half-day", [seat(1, 300.0), seat(2, 5.0, False)], "2026-11-25")  # any agenda counts
+    unchecked = rehearsal("two-hours", [seat(n, 9e3) for n in range(9)], check=False)  # a share below the peaks
+    cut = rehearsal("two-hours", [seat(n, 9e3) for n in range(9)], interrupted=True)
+    failed = rehearsal("two-hours", [seat(n, 9e3, False) for n in range(4)])  # no seat passed it
+    records = [small, crowded, unchecked, cut, failed]
+    found = teaching.seconds_at_the_seats(["01_why_gpus", "00_getting_started"], records)
+    assert found == {"01_why_gpus": (300.0, "half-day, 2 seats of 14G, 2026-11-25")}  # most seats; passed seats only
     slots = {s["what"]: s["chapter"] for s in teaching.agenda_plan("two-hours", rehearsals=[crowded])}
     alone = slots["01_why_gpus"]["alone seconds"]
     assert slots["01_why_gpus"]["run seconds"] == max(alone, 300.0)
-    assert slots["00_getting_started"]["timed at"] == "alone, on the whole GPU"
-    assert teaching.agenda_plan("two-hours", rehearsals=[])[2]["chapter"]["run seconds"] == alone
+    assert slots["01_why_gpus"]["timed at"] == "slowest seat of half-day, 2 seats of 14G, 2026-11-25"
+    assert slots["00_getting_started"]["timed at"] == "alone on the whole GPU (no rehearsal on record ran it)"
+    quick = rehearsal("two-hours", [seat(1, 1.0)])
+    timed = teaching.agenda_plan("two-hours", rehearsals=[quick])[2]["chapter"]
+    assert timed["run seconds"] == alone and timed["timed at"].startswith("alone on the whole GPU (not slower")
 
 
 def test_set_up_cells_are_never_the_ones_live_coded():

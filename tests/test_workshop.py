@@ -161,16 +161,35 @@ def test_a_participant_reads_the_two_hour_edition_and_finds_nothing_that_does_no
         assert wrong not in first, wrong
     assert "check_setup.py" in first and "published book" in first
     assert (tmp_path / "edition-teacher" / "expected_outputs.md").exists()
-    every = "\n".join(c.source for path in edition.glob("*.ipynb") for c in nbformat.read(path, as_version=4).cells)
+    every = " ".join(
+        " ".join(c.source.split()) for path in edition.glob("*.ipynb") for c in nbformat.read(path, as_version=4).cells
+    )  # whitespace collapsed: a sentence may break across lines
     for wrong in ("Each solution runs with the chapter", "FILL-IN", "make resolve-gpu", "When `pip install` fails"):
         assert wrong not in every, wrong
     for path in re.findall(r"`(?:runs|tests)/[^`]*`(.{0,28})", every):
-        assert path.startswith(" (in the book's repository)"), path
+        assert path.startswith((" (in the book's repository)", " in the repository")), path
 
 
-def test_the_repository_s_placeholder_address_is_no_address():
-    assert "FILL-IN" in (notebooks.ROOT / "_config.yml").read_text()  # as the repository ships
-    assert workshop.book_url() is None
+def test_the_edition_s_sentences_are_replaced_once_across_line_breaks():
+    text = (
+        "Each solution\nruns with the chapter and checks what it claims. See (`runs/probes/` in the\nrepository) "
+        "and `tests/test_a.py`; (the book's unit tests show it); the unit tests; the simulator in the CPU tests."
+    )
+    edited = workshop.fit_for_edition(text)
+    assert "Each solution" not in edited and "The solutions are in the published book" in edited
+    assert "(`runs/probes/` in the\nrepository)" in edited  # already says where: left alone
+    assert "`tests/test_a.py` (in the book's repository)" in edited
+    assert "(the book's unit tests, in its repository, show it)" in edited
+    assert "the unit tests (in the book's repository)" in edited
+    assert "the book's CPU tests, in its repository." in edited
+
+
+def test_the_repository_s_placeholder_address_is_no_address(tmp_path):
+    config = tmp_path / "_config.yml"
+    config.write_text("html:\n  baseurl: https://FILL-IN-OWNER.github.io/FILL-IN-REPOSITORY/\n")
+    assert workshop.book_url(config) is None
+    config.write_text("html:\n  baseurl: https://example.org/book/\n")
+    assert workshop.book_url(config) == "https://example.org/book"
 
 
 def test_the_read_through_names_a_link_to_the_placeholder_address(tmp_path):
@@ -191,7 +210,8 @@ def test_the_setup_check_tells_a_participant_what_a_participant_can_do():
     }
     assert fixes["not installed: cudf"] == workshop.PARTICIPANT_FIX
     assert fixes["no usable GPU: no driver"] == workshop.PARTICIPANT_GPU_FIX
-    assert fixes["the share is small"] == "ask for a larger share" and fixes["driver 580"] == ""
+    assert fixes["the share is small"] == "tell your teacher, who can: ask for a larger share"
+    assert fixes["driver 580"] == ""
 
 
 def test_the_read_through_names_markup_a_missing_answer_cell_and_a_broken_link(tmp_path):
