@@ -127,6 +127,7 @@ test-gpu-16gb:
 
 workshop: $(BOOK_DEPS)
 	$(PY) -m booktools.workshop $(if $(filter command line environment,$(origin AGENDA)),--agenda $(AGENDA))
+	$(if $(filter command line environment,$(origin AGENDA)),$(PY) -m booktools.plan $(AGENDA) _build/workshop-teacher/plan.md)
 
 # The book's version, written once in pyproject.toml (booktools/edition.py puts it in the page header too).
 VERSION = $(shell python3 -c 'import tomllib; print(tomllib.load(open("pyproject.toml", "rb"))["project"]["version"])')

@@ -8,7 +8,7 @@ import re
 import nbformat
 import pytest
 
-from booktools import notebooks, teaching, workshop
+from booktools import notebooks, plan, teaching, workshop
 from booktools.workshop import WorkshopError
 
 EXERCISE = "```{exercise-start}\n:label: ex-predict\n```\nPredict the bandwidth, then measure it."
@@ -263,3 +263,12 @@ def test_a_failed_runs_copy_is_no_chapter_of_the_edition_or_the_teachers_plan(tm
         (tmp_path / name).write_text("{}")
     assert [p.name for p in notebooks.chapters_in(tmp_path)] == ["06_ecg_pipeline.ipynb", "90_for_teachers.ipynb"]
     assert workshop.participant_chapters(notebooks.chapters_in(tmp_path)) == [tmp_path / "06_ecg_pipeline.ipynb"]
+
+
+def test_the_teacher_gets_the_agenda_s_plan_as_a_file(tmp_path, capsys):
+    out = tmp_path / "teacher" / "plan.md"
+    assert plan.main(["two-hours", str(out)]) == 0
+    text = out.read_text()
+    assert text.startswith("# The plan of the two-hours agenda") and "06_ecg_pipeline" in text and "run time" in text
+    assert plan.main(["no-such-agenda", str(tmp_path / "x.md")]) == 2
+    assert "plan: " in capsys.readouterr().err and not (tmp_path / "x.md").exists()
