@@ -106,6 +106,21 @@ class ChapterAtSeat:
         """Whether the seat never finished the chapter: the rehearsal was interrupted or the seat ran out of time."""
         return not self.passed and (self.error or "").startswith(NOT_FINISHED)
 
+    @property
+    def failure(self) -> str | None:
+        """How the chapter failed, in the three kinds a teacher reads differently: ``"claim"`` (a claim did not
+        hold), ``"unfinished"`` (:attr:`never_finished`), ``"other"`` (a crash, a refusal, an assert); None when
+        it passed.
+
+        >>> [ChapterAtSeat("06", ok, 1.0, error).failure for ok, error in ((True, None), (False, "interrupted"))]
+        [None, 'unfinished']
+        """
+        if self.passed:
+            return None
+        if self.failed_claim is not None:
+            return "claim"
+        return "unfinished" if self.never_finished else "other"
+
 
 @dataclass
 class Seat:
@@ -183,13 +198,11 @@ class Rehearsal:
         unfinished = other = 0
         for seat in self.seats:
             for chapter in seat.chapters:
-                if chapter.passed:
-                    continue
-                if chapter.failed_claim is not None:
+                if chapter.failure == "claim":
                     claims[chapter.failed_claim] = claims.get(chapter.failed_claim, 0) + 1
-                elif chapter.never_finished:
+                elif chapter.failure == "unfinished":
                     unfinished += 1
-                else:
+                elif chapter.failure == "other":
                     other += 1
         said = []
         if claims:

@@ -5,6 +5,7 @@ needs a GPU, and nothing here extrapolates: a seat count is stated only where a 
 
 from __future__ import annotations
 
+import ast
 import re
 import textwrap
 from collections.abc import Sequence
@@ -27,11 +28,9 @@ EXERCISE_MINUTES = 10
 #: Which exercise a slot takes first, by its title: finding the copy is the book's central skill.
 EXERCISE_PREFERENCE = ("Find the copy", "Find the leak", "Predict, then measure", "Extend")
 
-#: A chapter's set-up calls (the GPU check, the banner, the one pool): a section whose first code cell makes one is
-#: discussed but never live-coded, since the room came for the code after it.
-SETUP_CALL = re.compile(
-    r"^(?:[\w.]+\s*=\s*)?(?:print\()?(?:[\w.]+\.)?(?:check_gpu|use_one_pool|banner)\(", re.MULTILINE
-)
+#: A chapter's set-up calls (the GPU check, the banner, the one pool): a section whose first code cell makes one at
+#: its top level (:func:`sets_up`) is discussed but never live-coded, since the room came for the code after it.
+SETUP_CALLS = frozenset({"check_gpu", "use_one_pool", "banner"})
 
 TIME = "run time (H100 80GB)"
 PEAK = "peak seen (GiB)"
@@ -176,7 +175,7 @@ def errors_the_room_met(rehearsals: Sequence, width: int = 160) -> list[dict]:
         seen: dict[tuple[str, str], int] = {}
         for seat in rehearsal.seats:
             for chapter in seat.chapters:
-                if chapter.passed or chapter.failed_claim is not None or chapter.never_finished:
+                if chapter.failure != "other":
                     continue
                 error = chapter.error or "(no message)"
                 error = error if len(error) <= width else error[: width - 2].rstrip() + " …"
@@ -211,11 +210,38 @@ def _claim_alone(claim_runs: Sequence, gpu: str, share: int, chapter: str, name:
     return None
 
 
+def sets_up(source: str) -> bool:
+    """Whether a code cell calls one of :data:`SETUP_CALLS` as a statement of its own (``use_one_pool()``,
+    ``pool = memory.use_one_pool()``, ``print(use_one_pool())``), read with :mod:`ast`: a name inside a string or
+    a comment is no call. A cell Python cannot parse (an IPython magic) sets nothing up.
+
+    >>> sets_up("from support.memory import use_one_pool\\n\\nprint(use_one_pool())"), sets_up('"use_one_pool()"')
+    (True, False)
+    """
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return False
+
+    def called(node) -> str | None:
+        if not isinstance(node, ast.Call):
+            return None
+        if isinstance(node.func, ast.Name) and node.func.id == "print" and node.args:
+            return called(node.args[0])
+        return getattr(node.func, "id", None) or getattr(node.func, "attr", None)
+
+    return any(
+        called(statement.value) in SETUP_CALLS
+        for statement in tree.body
+        if isinstance(statement, ast.Expr | ast.Assign | ast.AnnAssign) and statement.value is not None
+    )
+
+
 def chapter_sections(chapter: str, folder: Path | None = None) -> list[dict]:
     """A chapter as the participant edition has it (:mod:`booktools.workshop`), in parts: each section (from a
     ``#`` or ``##`` heading) and each exercise (from its ``### Exercise N.k`` heading), with its code cells.
     Each part: ``title``, ``cells`` (code cells), ``exercise`` (True for an exercise), ``setup`` (True where its
-    first code cell sets the chapter up: :data:`SETUP_CALL`)."""
+    first code cell sets the chapter up: :func:`sets_up`)."""
     folder = CHAPTERS if folder is None else folder
     numbers = workshop.exercise_numbers(workshop.participant_chapters(chapters_in(folder)))
     edition = workshop.participant_notebook(read_notebook(folder / f"{chapter}.ipynb"), f"{chapter}.ipynb", numbers)
@@ -237,7 +263,7 @@ def chapter_sections(chapter: str, folder: Path | None = None) -> list[dict]:
                 )
         elif parts:
             if parts[-1]["cells"] == 0:
-                parts[-1]["setup"] = bool(SETUP_CALL.search(cell.source))
+                parts[-1]["setup"] = sets_up(cell.source)
             parts[-1]["cells"] += 1
     return parts
 
@@ -247,7 +273,7 @@ def chapter_plan(chapter: str, minutes: float, run_seconds: float, folder: Path 
     every section's cells are run in order (a later cell uses what an earlier one made, so none is skipped),
     first each at :data:`TALK_SECONDS` ``room runs through``; then one exercise (:data:`EXERCISE_PREFERENCE`, for
     :data:`EXERCISE_MINUTES`) if it fits; then sections from the top are discussed, and the first cell of each
-    discussed section is live-coded (not a set-up cell: :data:`SETUP_CALL`), while the slot holds them. Returns
+    discussed section is live-coded (not a set-up cell: :func:`sets_up`), while the slot holds them. Returns
     the parts (section, cells, how, minutes), the exercise (or None), the planned minutes and the slot's."""
     parts = chapter_sections(chapter, folder)
     code_cells = sum(part["cells"] for part in parts if not part["exercise"])

@@ -91,10 +91,14 @@ EDITION_SENTENCES = {
     re.compile(r"Each\s+solution\s+runs\s+with\s+the\s+chapter\s+and\s+checks\s+what\s+it\s+claims\."): (
         "The solutions are in the published book, each run with its chapter."
     ),
-    re.compile(r"`((?:runs|tests)/[^`]*)`(?!\s+in\s+the\s+repository)"): r"`\1` (in the book's repository)",
-    re.compile(r"the book's unit tests"): "the book's unit tests, in its repository,",
-    re.compile(r"\b(the|its) unit tests\b"): r"\1 unit tests (in the book's repository)",
-    re.compile(r"the CPU tests\b"): "the book's CPU tests, in its repository",
+    re.compile(r"`((?:runs|tests)/[^`]*)`(?!\s+in\s+the\s+repository|\s+\(in the book's repository\))"): (
+        r"`\1` (in the book's repository)"
+    ),
+    re.compile(r"the book's unit tests(?!, in its repository)"): "the book's unit tests, in its repository,",
+    re.compile(
+        r"\b(the|its) unit tests\b(?! \(in the book's repository\))"
+    ): r"\1 unit tests (in the book's repository)",
+    re.compile(r"(?<!book's )the CPU tests\b"): "the book's CPU tests, in its repository",
 }
 
 SETUP_SCRIPT = """\"\"\"Check this seat before the workshop day: run `python check_setup.py` in this folder,

@@ -17,7 +17,7 @@ def test_the_book_loads_the_edition_extension():
     assert "booktools.edition" in config["sphinx"]["local_extensions"]
 
 
-def test_make_pdf_builds_the_file_it_copies_with_a_unicode_engine():
+def test_make_pdf_is_configured_for_the_file_it_copies_and_a_unicode_engine():
     """`make pdf` copies _build/latex/book.pdf: Sphinx must be told that name (else projectnamenotset.tex), and the
     engine must be xelatex, since the book's text holds ×, → and µ, which pdflatex refuses."""
     latex = yaml.safe_load((ROOT / "_config.yml").read_text())["latex"]

@@ -104,3 +104,9 @@ def test_the_gpu_targets_use_the_gpu_environment_once_make_gpu_env_made_it(tmp_p
 def test_compare_called_directly_refuses_as_make_compare_does(capsys):
     assert evidence.main(["compare"]) == 2
     assert capsys.readouterr().err.startswith("make compare needs a CUDA GPU")
+
+
+def test_make_workshop_writes_the_teacher_s_plan_only_for_an_agenda():
+    plan = make("-n", "workshop", "AGENDA=half-day").stdout.splitlines()
+    assert plan[-1].endswith("-m booktools.plan half-day _build/workshop-teacher/plan.md")
+    assert not any("booktools.plan" in line for line in make("-n", "workshop").stdout.splitlines())

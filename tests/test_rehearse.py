@@ -348,8 +348,12 @@ def test_the_summary_tells_claims_that_did_not_hold_from_other_errors():
 def test_a_real_claims_error_is_read_as_the_claim_and_its_figure():
     """The seat's error is ``cell N: ClaimError: <message>`` (booktools.notebooks); the message is support.claims'
     own, so a change to its wording fails here rather than turning every claim into another error."""
-    for make_claim, figure in (
-        (lambda: claims.at_most("ecg.warm", 0.529, 0.5, says="fast", control=1.5, control_is="before"), "0.529"),
+    for make_claim, name, figure in (
+        (
+            lambda: claims.at_most("ecg.warm", 0.529, 0.5, says="fast", control=1.5, control_is="before"),
+            "ecg.warm",
+            "0.529",
+        ),
         (
             lambda: claims.beats(
                 "interop.polars",
@@ -361,13 +365,14 @@ def test_a_real_claims_error_is_read_as_the_claim_and_its_figure():
                 control_is="the GPU engine",
                 says="the CPU wins",
             ),  # fmt: skip
+            "interop.polars",
             "115 ms against 87.7 ms",
         ),
     ):
         with pytest.raises(claims.ClaimError) as raised:
             make_claim()
         chapter = rehearse.ChapterAtSeat("06", False, 1.0, f"cell 1: ClaimError: {raised.value}")
-        assert chapter.failed_claim in ("ecg.warm", "interop.polars") and chapter.claim_figure == figure
+        assert chapter.failed_claim == name and chapter.claim_figure == figure
     cut = rehearse.ChapterAtSeat("06", False, 1.0, "cell 1: ClaimError: a.b does not hold")
     assert cut.failed_claim == "a.b" and cut.claim_figure is None  # cut before its figure
     assert rehearse.ChapterAtSeat("06", False, 1.0, "interrupted").never_finished

@@ -223,7 +223,7 @@ def test_a_chapter_is_paced_by_its_slowest_seat_where_a_rehearsal_ran_it_slower_
         )
 
     small = rehearsal("two-hours", [seat(1, 900.0)])
-    crowded = rehearsal("half-day", [seat(1, 300.0), seat(2, 5.0, False)], "2026-11-25")  # any agenda counts
+    crowded = rehearsal("half-day", [seat(1, 300.0), seat(2, 5000.0, False)], "2026-11-25")  # any agenda counts
     unchecked = rehearsal("two-hours", [seat(n, 9e3) for n in range(9)], check=False)  # a share below the peaks
     cut = rehearsal("two-hours", [seat(n, 9e3) for n in range(9)], interrupted=True)
     failed = rehearsal("two-hours", [seat(n, 9e3, False) for n in range(4)])  # no seat passed it
@@ -249,3 +249,19 @@ def test_set_up_cells_are_never_the_ones_live_coded():
             if sections[part["section"]]["setup"]:
                 assert not part["how"].startswith("live 1"), (chapter, part)
         assert any(part["how"].startswith("live 1") for part in planned["parts"]), chapter
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ("print(use_one_pool())", True),
+        ("pool = memory.use_one_pool()", True),
+        ("gpu = needs.check_gpu('03_zero_copy')\nenv.banner(env.GPU_STACK)", True),
+        ("for x in y:\n    use_one_pool()", False),  # not a statement of the cell's own
+        ('"use_one_pool() (RMM\'s pool)"', False),
+        ('text = """\nuse_one_pool()\n"""', False),
+        ("%%time\nuse_one_pool()", False),
+    ],
+)
+def test_a_set_up_cell_is_one_that_calls_the_set_up_itself(source, expected):
+    assert teaching.sets_up(source) is expected

@@ -182,6 +182,7 @@ def test_the_edition_s_sentences_are_replaced_once_across_line_breaks():
     assert "(the book's unit tests, in its repository, show it)" in edited
     assert "the unit tests (in the book's repository)" in edited
     assert "the book's CPU tests, in its repository." in edited
+    assert workshop.fit_for_edition(edited) == edited  # a second pass changes nothing
 
 
 def test_the_repository_s_placeholder_address_is_no_address(tmp_path):
