@@ -435,3 +435,53 @@ def test_a_whole_run_in_its_own_process_leaves_its_files_and_its_line_and_exits_
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout.strip().splitlines()[-1])["beats"] > 0
     assert (tmp_path / "b" / "lengths.png").stat().st_size > 0
+
+
+@pytest.mark.slow
+def test_the_shipped_command_line_leaves_pytorch_s_compiler_unimported_and_the_control_imports_it(tmp_path):
+    # the control of chapter 6's first-command comparison: the same run with torch.optim.Adam in training
+    arguments = ["--device", "cpu", "--hours", "0.05", "--seed", "1"]
+    shipped = cli_runs.run_command_line(arguments, out=tmp_path / "shipped")
+    control = cli_runs.run_command_line(arguments, out=tmp_path / "control", launcher=cli_runs.WITH_OPTIMIZER_CLASS)
+    assert (shipped["torch_dynamo_imported"], control["torch_dynamo_imported"]) == (False, True)
+    # the same training, the same beats and scores: only the optimizer's wrapper differs
+    assert shipped["beats"] == control["beats"] and shipped["quality"] == control["quality"]
+
+
+def test_runs_alternate_so_that_neither_way_always_goes_first(tmp_path, monkeypatch):
+    started = []
+
+    def fake_run(arguments, *, out, launcher):
+        started.append((list(map(str, arguments)), launcher))
+        return {"process_seconds": float(len(started)), "setup_seconds": 1.0, "stages": [], "out": out.name}
+
+    monkeypatch.setattr(cli_runs, "run_command_line", fake_run)
+    launchers = {"shipped": cli_runs.AS_SHIPPED, "control": cli_runs.WITH_OPTIMIZER_CLASS}
+    runs = cli_runs.alternate_runs(["--hours", 1], launchers, repeat=3, folder=tmp_path)
+    order = ["control" if launcher == cli_runs.WITH_OPTIMIZER_CLASS else "shipped" for _, launcher in started]
+    assert order == ["shipped", "control", "control", "shipped", "shipped", "control"]
+    assert all(arguments == ["--hours", "1"] for arguments, _ in started)
+    assert len({run["out"] for each in runs.values() for run in each}) == 6  # a new folder for every run
+    assert cli_runs.process_timing(runs["shipped"]).samples == (1.0, 4.0, 5.0)
+    for repeat, given, message in ((0, launchers, "at least one round"), (1, {"a": ()}, "at least two ways")):
+        with pytest.raises(ValueError, match=message):
+            cli_runs.alternate_runs([], given, repeat=repeat, folder=tmp_path)
+
+
+def test_the_median_table_has_every_part_and_the_process_with_its_range():
+    def run(process, setup, train=0.5):
+        return {"process_seconds": process, "setup_seconds": setup, "stages": [{"stage": "train", "seconds": train}]}
+
+    runs = {"shipped": [run(6.0, 2.0), run(9.0, 3.0, 0.7), run(7.0, 2.5)], "control": [run(8.0, 2.0), run(8.0, 2.0)]}
+    table = {row["part"]: row for row in cli_runs.median_part_rows(runs)}
+    assert table["start-up"] == {"part": "start-up", "shipped": "2.50 s", "control": "2.00 s"}
+    assert table["synthesis and CSV"]["shipped"] == "none"
+    assert table["the process, end to end"] == {
+        "part": "the process, end to end",
+        "shipped": "7.00 s",
+        "control": "8.00 s",
+    }
+    assert table["  its range"] == {"part": "  its range", "shipped": "6.00 s–9.00 s", "control": "8.00 s–8.00 s"}
+    assert cli_runs.part_timing(runs["shipped"], "of which training").samples == (0.5, 0.7, 0.5)
+    with pytest.raises(ValueError, match="no part 'quality report'"):
+        cli_runs.part_timing(runs["shipped"], "quality report")

@@ -440,4 +440,4 @@ def test_parts_that_add_up_to_more_than_the_whole_are_a_row_not_an_error():
     rows, rest = breakdown.account(whole, {"a": Timing("a", (0.7,), "wall"), "b": Timing("b", (0.5,), "wall")})
     assert rest == pytest.approx(-0.2)
     assert rows[-1]["median"] == "−200 ms: the parts add up to more than the whole"
-    assert rows[-1]["share of the whole"] == "-20%"
+    assert rows[-1]["share of the whole"] == "−20%"  # the median's minus sign, not ASCII "-"

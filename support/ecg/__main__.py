@@ -354,6 +354,9 @@ def run(args: argparse.Namespace) -> int:
         plots.lengths_figure(result.lengths, args.fs).savefig(figure)
     report["figures_seconds"] = time.perf_counter() - started
     report["total_seconds"] = time.perf_counter() - STARTED
+    # whether PyTorch's compiler stack was imported by then (torch.optim's Optimizer class imports it at its first
+    # use; the pipeline's training does not use that class: support.ecg.adam)
+    report["torch_dynamo_imported"] = "torch._dynamo" in sys.modules
     if args.warm:
         report["warm"] = [warm_read_to_plot(path, config, args) for _ in range(args.warm)]
     with output_folder.create(args.out / "metrics.json", overwrite=args.overwrite) as metrics:

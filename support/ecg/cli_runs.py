@@ -5,7 +5,9 @@ times set side by side: how long a user waits, cold and warm, with one setting o
 settings on the same CSV, after one run that fills Python's bytecode cache (as any second use of an installed
 package finds it); :func:`stage_rows` tabulates their stages, cold (the run's own pass) or warm (the median of its
 ``--warm`` passes), one column per setting, and :func:`total_rows` the waits: the parts of a run's own pass
-(:mod:`support.ecg.run_report`), then warm read to drawn plot with its range.
+(:mod:`support.ecg.run_report`), then warm read to drawn plot with its range. :func:`alternate_runs` starts the
+same command two ways (:data:`AS_SHIPPED` and a control such as :data:`WITH_OPTIMIZER_CLASS`) in turns, and
+:func:`median_part_rows` sets their parts side by side, the median of each way's runs.
 
 >>> run = {"setup_seconds": 2.0, "pipeline_seconds": 3.0, "total_seconds": 6.0, "training_steps": "eager",
 ...        "stages": [{"stage": "read", "seconds": 0.5}, {"stage": "train", "seconds": 2.0}],
@@ -20,6 +22,7 @@ package finds it); :func:`stage_rows` tabulates their stages, cold (the run's ow
 from __future__ import annotations
 
 import json
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -34,19 +37,44 @@ from support.fresh_process import environment
 #: The environment of a run: Python may cache bytecode (as it does for a user), in a folder of its own.
 CACHE_ENV = {"PYTHONDONTWRITEBYTECODE": None, "PYTHONPYCACHEPREFIX": str(Path(tempfile.gettempdir()) / "book-pycache")}
 
+#: How a run starts Python: the command line as a user types it.
+AS_SHIPPED = ("-m", "support.ecg")
+
+_WITH_OPTIMIZER_CLASS = """
+import runpy, sys, types
+
+def adam_class(params, *, lr=1e-3, fused=None, capturable=False):
+    import torch
+    params = list(params)
+    fused = params[0].is_cuda if fused is None else fused
+    return torch.optim.Adam(params, lr=lr, fused=fused or None, capturable=capturable)
+
+stand_in = types.ModuleType("support.ecg.adam")
+stand_in.FunctionalAdam = adam_class
+sys.modules["support.ecg.adam"] = stand_in
+runpy.run_module("support.ecg", run_name="__main__", alter_sys=True)
+"""
+#: The control of :class:`support.ecg.adam.FunctionalAdam`: the same command line, its training given
+#: ``torch.optim.Adam`` (the Optimizer class, fused on CUDA as the pipeline's is) in its place. The stand-in module
+#: imports nothing before the command line starts, so every part of the run is timed as in :data:`AS_SHIPPED`.
+WITH_OPTIMIZER_CLASS = ("-c", _WITH_OPTIMIZER_CLASS)
+
 
 class CommandLineError(RuntimeError):
     """A run of the command line ended with an error; the message quotes what it printed."""
 
 
-def run_command_line(arguments: Sequence[str], *, out: Path, timeout: float = 600) -> dict:
+def run_command_line(
+    arguments: Sequence[str], *, out: Path, timeout: float = 600, launcher: Sequence[str] = AS_SHIPPED
+) -> dict:
     """Run ``python -m support.ecg ARGUMENTS --out OUT --no-progress`` in a new process; return its metrics, with
     ``"process_seconds"`` added: the wall time of the whole process as this side saw it, from its start to its
     exit (Python's start and exit included, and the ``--warm`` passes when asked for).
 
-    ``out`` must not hold an earlier run's files (the command line refuses to replace them).
+    ``out`` must not hold an earlier run's files (the command line refuses to replace them). ``launcher``: what
+    follows ``python`` in place of ``-m support.ecg`` (:data:`WITH_OPTIMIZER_CLASS`, the control of a comparison).
     """
-    command = [sys.executable, "-m", "support.ecg", *map(str, arguments), "--out", str(out), "--no-progress"]
+    command = [sys.executable, *launcher, *map(str, arguments), "--out", str(out), "--no-progress"]
     # support/ first on the child's path, as support.fresh_process does for its children (this module runs a
     # command line, not a function, so it starts the process itself)
     changes = dict(CACHE_ENV)
@@ -56,7 +84,9 @@ def run_command_line(arguments: Sequence[str], *, out: Path, timeout: float = 60
     done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=environment(changes))
     if done.returncode != 0:
         tail = "\n".join(done.stderr.strip().splitlines()[-5:])
-        raise CommandLineError(f"{' '.join(command[1:])} ended with exit {done.returncode}:\n{tail}")
+        how = "-m support.ecg" if tuple(launcher) == AS_SHIPPED else "(a control's launcher)"
+        shown = " ".join([how, *command[len(launcher) + 1 :]])
+        raise CommandLineError(f"{shown} ended with exit {done.returncode}:\n{tail}")
     process_seconds = time.perf_counter() - started
     return json.loads((out / "metrics.json").read_text()) | {"process_seconds": process_seconds}
 
@@ -78,6 +108,60 @@ def compare_settings(
         name: run_command_line([*base, *extra], out=folder / f"run-{number}")
         for number, (name, extra) in enumerate(settings.items())
     }
+
+
+def alternate_runs(
+    arguments: Sequence, launchers: Mapping[str, Sequence[str]], *, repeat: int, folder: Path
+) -> dict[str, list[dict]]:
+    """The command line with ``arguments``, started each way of ``launchers`` (a name and its launcher, such as
+    :data:`AS_SHIPPED` and :data:`WITH_OPTIMIZER_CLASS`) ``repeat`` times, each run in a fresh process, in
+    rounds whose order turns round each time (A B, then B A, then A B, ...): a drift over the rounds (files the
+    operating system keeps in memory, a GPU warming up) falls on every way alike. Returns each way's metrics,
+    one per round; runs go into new folders under ``folder``."""
+    if repeat < 1:
+        raise ValueError(f"ask for at least one round, not {repeat}")
+    if len(launchers) < 2:
+        raise ValueError("name at least two ways to start the command line, to alternate them")
+    names = list(launchers)
+    runs: dict[str, list[dict]] = {name: [] for name in names}
+    for round_number in range(repeat):
+        for name in names if round_number % 2 == 0 else names[::-1]:
+            out = folder / f"round-{round_number}-{names.index(name)}"
+            runs[name].append(run_command_line(arguments, out=out, launcher=launchers[name]))
+    return runs
+
+
+def process_timing(runs: Sequence[Mapping], label: str = "the process, end to end") -> Timing:
+    """The ``process_seconds`` of several runs as a :class:`~support.bench.Timing` (wall clock)."""
+    return Timing(label, tuple(run["process_seconds"] for run in runs), "wall")
+
+
+def part_timing(runs: Sequence[Mapping], part: str) -> Timing:
+    """One part of several runs (a key of :data:`support.ecg.run_report.PARTS`, ``"of which training"`` say) as
+    a :class:`~support.bench.Timing` (wall clock, each run's own)."""
+    values = [run_report.part_seconds(run)[part] for run in runs]
+    if None in values:
+        raise ValueError(f"a run has no part {part!r}")
+    return Timing(part, tuple(values), "wall")
+
+
+def median_part_rows(runs: Mapping[str, Sequence[Mapping]]) -> list[dict[str, str]]:
+    """One row per part of a run (:data:`support.ecg.run_report.PARTS`) and one for the whole process, one column
+    per way: the median over the way's runs, and the process's range under it."""
+    rows = []
+    for part in run_report.PARTS:
+        row = {"part": part}
+        for name, each in runs.items():
+            values = [run_report.part_seconds(run)[part] for run in each]
+            row[name] = "none" if None in values else format_seconds(statistics.median(values))
+        rows.append(row)
+    process = {name: process_timing(each) for name, each in runs.items()}
+    rows.append({"part": "the process, end to end"} | {name: format_seconds(t.median) for name, t in process.items()})
+    rows.append(
+        {"part": "  its range"}
+        | {name: f"{format_seconds(t.min)}–{format_seconds(t.max)}" for name, t in process.items()}
+    )
+    return rows
 
 
 def warm_passes(run: Mapping) -> Timing:

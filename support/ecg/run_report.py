@@ -43,11 +43,16 @@ def training_seconds(run: dict) -> float:
     raise ValueError("the run's report has no train stage: is it a metrics.json of python -m support.ecg?")
 
 
+def part_seconds(run: dict) -> dict[str, float | None]:
+    """Each of :data:`PARTS` of the run in seconds, ``None`` for a part the run did not have (the synthesis when it
+    read a CSV it was given, the quality report without truth)."""
+    return {part: run.get(key) if key else training_seconds(run) for part, key in PARTS.items()}
+
+
 def time_parts(run: dict) -> dict[str, str]:
     """Each of :data:`PARTS` of the run as :func:`support.bench.format_seconds` writes it, ``"none"`` for a part
-    the run did not have (the synthesis when it read a CSV it was given, the quality report without truth)."""
-    seconds = {part: run.get(key) if key else training_seconds(run) for part, key in PARTS.items()}
-    return {part: "none" if value is None else format_seconds(value) for part, value in seconds.items()}
+    the run did not have."""
+    return {part: "none" if value is None else format_seconds(value) for part, value in part_seconds(run).items()}
 
 
 def time_table(runs: dict[str, dict]) -> list[dict[str, str]]:

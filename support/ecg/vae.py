@@ -20,6 +20,7 @@ import torch  # noqa: TID253 - this module is the PyTorch model: it has no use w
 from torch import nn  # noqa: TID253
 from tqdm import tqdm
 
+from support.ecg.adam import FunctionalAdam
 from support.memory import pools
 
 
@@ -103,9 +104,10 @@ def capture_step(model: BeatVAE, optimizer, static_batch: torch.Tensor, beta: fl
 
     Returns ``(graph, loss)``: ``graph.replay()`` runs the step again on whatever ``static_batch`` holds then, and
     ``loss`` is the graph's output tensor, rewritten by each replay. Follows PyTorch's recipe: three warm-up steps
-    on a side stream (autograd and the optimizer allocate their state there), then ``torch.cuda.graph``. The
-    optimizer must be created with ``capturable=True``. Raises :class:`RuntimeError` with the reason when capture
-    fails (under RMM's PyTorch allocator it does: :func:`graph_ready` says whether to try).
+    on a side stream (autograd allocates its buffers there), then ``torch.cuda.graph``. The optimizer must be
+    created with ``capturable=True`` (``torch.optim.Adam`` or :class:`support.ecg.adam.FunctionalAdam`). Raises
+    :class:`RuntimeError` with the reason when capture fails (under RMM's PyTorch allocator it does:
+    :func:`graph_ready` says whether to try).
     ``before_capture()``, if given, runs between the warm-ups and the capture.
     """
     side = torch.cuda.Stream()
@@ -168,7 +170,9 @@ def train(
     kernel), with the same fused Adam made ``capturable``. ``None`` (the default) captures where
     :func:`graph_ready` says it can and runs eagerly elsewhere; ``True`` refuses to run eagerly. Each step takes
     ``batch_size`` beats (the last partial batch of an epoch is left out, eager or graphed, so every step has the
-    graph's shape). :attr:`Training.steps_ran` says which way the steps ran.
+    graph's shape). :attr:`Training.steps_ran` says which way the steps ran. The Adam is
+    :class:`support.ecg.adam.FunctionalAdam`: ``torch.optim.Adam``'s update without the class's import of
+    PyTorch's compiler stack.
     """
     if beats.ndim != 2 or len(beats) < 2:
         raise ValueError(f"need a matrix of at least 2 beats, got shape {tuple(beats.shape)}")
@@ -183,11 +187,10 @@ def train(
     with torch.device(device):
         model = BeatVAE(beats.shape[1], latent=latent)
         generator = torch.Generator(device=device).manual_seed(seed)
-    # the fused Adam updates every parameter in one kernel (CUDA only): fewer launches per step
-    cuda = device.type == "cuda"
-    optimizer = torch.optim.Adam(
-        model.parameters(), lr=learning_rate, fused=True if cuda else None, capturable=use_graph
-    )
+    # the fused Adam updates every parameter in one kernel (CUDA only): fewer launches per step. Called through
+    # its functional form, which does not import PyTorch's compiler stack as the Optimizer class does (a cost
+    # of a fresh process's first training: support.ecg.adam, and the probe runs/probes/probe_functional_adam.py)
+    optimizer = FunctionalAdam(model.parameters(), lr=learning_rate, capturable=use_graph)
     losses = torch.zeros(epochs, device=device)
     batch_size = min(batch_size, len(beats))
     steps = len(beats) // batch_size

@@ -16,6 +16,8 @@ with other processes, say): the rest is then negative, and its row says so.
 ('not explained by the parts', '6.00 ms', 0.006, 'transfer')
 >>> describe_rest(-0.0158)
 '−15.8 ms: the parts add up to more than the whole'
+>>> account(whole, {"transfer": Timing("t", (0.015,), "wall")})[0][-1]["share of the whole"]
+'−36%'
 
 """
 
@@ -44,7 +46,7 @@ def account(whole: Timing, parts: dict[str, Timing]) -> tuple[list[dict[str, str
                 "what": name,
                 "median": format_seconds(timing.median),
                 "min–max": f"{format_seconds(timing.min)}–{format_seconds(timing.max)}",
-                "share of the whole": f"{timing.median / whole.median:.0%}",
+                "share of the whole": _share(timing.median / whole.median),
             }
         )
     rest = whole.median - sum(timing.median for timing in parts.values())
@@ -53,10 +55,15 @@ def account(whole: Timing, parts: dict[str, Timing]) -> tuple[list[dict[str, str
             "what": "not explained by the parts",
             "median": describe_rest(rest),
             "min–max": "",
-            "share of the whole": f"{rest / whole.median:.0%}",
+            "share of the whole": _share(rest / whole.median),
         }
     )
     return rows, rest
+
+
+def _share(fraction: float) -> str:
+    """A share as a percentage, a negative one with the minus sign :func:`describe_rest` writes (U+2212)."""
+    return f"{fraction:.0%}".replace("-", "−")
 
 
 def describe_rest(rest: float) -> str:
