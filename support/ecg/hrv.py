@@ -98,6 +98,10 @@ def rate_per_minute(candidates, lengths, fs: float, minutes: int):
     >>> beats = np.arange(0, 180 * 250, 250)  # one beat a second for three minutes at 250 Hz
     >>> rate_per_minute(beats, np.diff(beats), 250.0, minutes=4).tolist()
     [60.0, 60.0, 60.0, 0.0]
+    >>> rate_per_minute(beats, np.diff(beats), 250.0, minutes=2)  # too few minutes: NumPy refuses
+    Traceback (most recent call last):
+    ...
+    IndexError: index 2 is out of bounds for axis 0 with size 2
     """
     if len(lengths) != len(candidates) - 1:
         raise ValueError(f"need one interval between each two of {len(candidates)} beats, got {len(lengths)}")

@@ -125,8 +125,9 @@ def _pytorch_scope():
     """Like :func:`support.memory.memory_scope`, for PyTorch's own caching allocator: the peak of the tensors a
     block allocated (above what was allocated when it began) and what is allocated at its end. Zero when
     PyTorch has not used CUDA yet or allocates through RMM (then RMM's statistics count its tensors). It resets
-    PyTorch's peak statistics for the whole process (``torch.cuda.reset_peak_memory_stats``): a caller's own
-    ``max_memory_allocated`` read across a stage sees only the peak since the stage began."""
+    PyTorch's peak statistics of the current device (``torch.cuda.reset_peak_memory_stats()`` with no device,
+    as its documentation says): a caller's own ``max_memory_allocated`` of that device, read across a stage,
+    sees only the peak since the stage began."""
     use = MemoryUse()
     torch = sys.modules.get("torch")
     counting = (
