@@ -237,11 +237,25 @@ def sets_up(source: str) -> bool:
     )
 
 
+def points_later(text: str, chapter: str) -> bool:
+    """Whether ``text`` (an exercise's prompt) links to a chapter numbered after ``chapter`` (``06_ecg_pipeline.ipynb``
+    from chapter 1, say): an exercise that needs a tool the room meets only later.
+
+    >>> points_later("with the traffic meter of [chapter 6](06_ecg_pipeline.ipynb)", "01_why_gpus")
+    True
+    >>> points_later("see [chapter 0](00_getting_started.ipynb)", "01_why_gpus")
+    False
+    """
+    here = int(chapter[:2]) if chapter[:2].isdigit() else 0
+    return any(int(number) > here for number in re.findall(r"\]\((\d\d)_[A-Za-z0-9_]+\.ipynb", text))
+
+
 def chapter_sections(chapter: str, folder: Path | None = None) -> list[dict]:
     """A chapter as the participant edition has it (:mod:`booktools.workshop`), in parts: each section (from a
     ``#`` or ``##`` heading) and each exercise (from its ``### Exercise N.k`` heading), with its code cells.
     Each part: ``title``, ``cells`` (code cells), ``exercise`` (True for an exercise), ``setup`` (True where its
-    first code cell sets the chapter up: :func:`sets_up`)."""
+    first code cell sets the chapter up: :func:`sets_up`), ``later`` (True for an exercise whose text links to a
+    later chapter, whose tools the room has not met yet: :func:`points_later`)."""
     folder = CHAPTERS if folder is None else folder
     numbers = workshop.exercise_numbers(workshop.participant_chapters(chapters_in(folder)))
     edition = workshop.participant_notebook(read_notebook(folder / f"{chapter}.ipynb"), f"{chapter}.ipynb", numbers)
@@ -259,6 +273,7 @@ def chapter_sections(chapter: str, folder: Path | None = None) -> list[dict]:
                         "cells": 0,
                         "exercise": exercise,
                         "setup": False,
+                        "later": exercise and points_later(cell.source, chapter),
                     }
                 )
         elif parts:
@@ -272,9 +287,10 @@ def chapter_plan(chapter: str, minutes: float, run_seconds: float, folder: Path 
     """How ``chapter`` fits a slot of ``minutes``, its measured ``run_seconds`` spread evenly over its code cells:
     every section's cells are run in order (a later cell uses what an earlier one made, so none is skipped),
     first each at :data:`TALK_SECONDS` ``room runs through``; then one exercise (:data:`EXERCISE_PREFERENCE`, for
-    :data:`EXERCISE_MINUTES`) if it fits; then sections from the top are discussed, and the first cell of each
-    discussed section is live-coded (not a set-up cell: :func:`sets_up`), while the slot holds them. Returns
-    the parts (section, cells, how, minutes), the exercise (or None), the planned minutes and the slot's."""
+    :data:`EXERCISE_MINUTES`; not one that links to a later chapter while another is there) if it fits; then
+    sections from the top are discussed, and the first cell of each discussed section is live-coded (not a set-up
+    cell: :func:`sets_up`), while the slot holds them. Returns the parts (section, cells, how, minutes), the
+    exercise (or None), the planned minutes and the slot's."""
     parts = chapter_sections(chapter, folder)
     code_cells = sum(part["cells"] for part in parts if not part["exercise"])
     per_cell = run_seconds / max(code_cells, 1)
@@ -289,9 +305,10 @@ def chapter_plan(chapter: str, minutes: float, run_seconds: float, folder: Path 
 
     spent = sum(cost(section) for section in sections)
     chosen = None
+    ready = [e for e in exercises if not e["later"]] or exercises  # one that needs a later chapter comes last
     for preferred in EXERCISE_PREFERENCE:
-        chosen = chosen or next((e for e in exercises if e["title"].split(": ", 1)[1] == preferred), None)
-    chosen = chosen or (exercises[0] if exercises else None)
+        chosen = chosen or next((e for e in ready if e["title"].split(": ", 1)[1] == preferred), None)
+    chosen = chosen or (ready[0] if ready else None)
     exercise_seconds = 0.0 if chosen is None else EXERCISE_MINUTES * 60 + chosen["cells"] * per_cell
     if chosen is not None and spent + exercise_seconds > budget:
         chosen, exercise_seconds = None, 0.0

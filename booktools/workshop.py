@@ -416,11 +416,45 @@ def _output_text(output, lines: int) -> str:
     return "\n".join(kept[:lines] + ([f"... ({len(kept) - lines} more lines)"] if len(kept) > lines else []))
 
 
+SOLUTION_LABEL = re.compile(r"```\{solution-start\}\s+(\S+)")
+
+
+def solutions(notebook, lines: int = 8) -> dict[str, list[str]]:
+    """Each solution of the book's executed ``notebook`` as Markdown lines for the teacher's sheet, keyed by the id
+    of its exercise's answer cell in the edition (:func:`answer_cell`): the explanation, each code cell's source
+    and the first ``lines`` lines of what it printed."""
+    found: dict[str, list[str]] = {}
+    key = None
+    for cell in notebook.cells:
+        text = cell.source if cell.cell_type == "markdown" else ""
+        start = SOLUTION_LABEL.search(text)
+        if start:
+            key = answer_cell(start.group(1)).id
+            found[key] = []
+            text = re.sub(r"```\{solution-start\}[^\n]*\n(:[a-z]+:[^\n]*\n)*```\n?", "", text)
+        if key is None:
+            continue
+        ended = bool(SOLUTION_END.search(text))
+        if cell.cell_type == "code":
+            shown = [part for part in (_output_text(output, lines) for output in cell.get("outputs", [])) if part]
+            found[key] += ["```python", *cell.source.splitlines(), "```", ""]
+            if shown:
+                found[key] += ["```text", *"\n".join(shown).splitlines(), "```", ""]
+        else:
+            prose = re.sub(r"```\{solution-end\}\s*```", "", text).strip()
+            if prose:
+                found[key] += [*prose.splitlines(), ""]
+        if ended:
+            key = None
+    return found
+
+
 def expected_sheet(chapters: Sequence[Path], edition: Path, lines: int = 8) -> str:
     """The teacher's expected-output sheet for the participant edition in ``edition``: per chapter (the book's
     executed notebooks, ``chapters``), each code cell of the edition that printed something in the book's run,
     under its section, numbered as Jupyter numbers it when the chapter runs from the top once (``In [12]``), with
-    the first ``lines`` lines of what it printed. Figures are named, not drawn; claims show their ✓ line."""
+    the first ``lines`` lines of what it printed. Figures are named, not drawn; claims show their ✓ line. Under
+    each exercise's answer cell, the book's solution (:func:`solutions`), which the edition leaves out."""
     text = [
         "# Expected outputs, for the teacher",
         "",
@@ -430,7 +464,9 @@ def expected_sheet(chapters: Sequence[Path], edition: Path, lines: int = 8) -> s
         "",
     ]
     for path in chapters:
-        book = {cell.get("id"): cell for cell in notebooks.read_notebook(path).cells}
+        executed = notebooks.read_notebook(path)
+        book = {cell.get("id"): cell for cell in executed.cells}
+        answers = solutions(executed, lines)
         participant = edition / path.name
         if not participant.exists():
             continue
@@ -449,6 +485,8 @@ def expected_sheet(chapters: Sequence[Path], edition: Path, lines: int = 8) -> s
             shown = [part for part in shown if part.strip()]
             if not cell.source.strip():
                 text += [f"In [{count}]: (the participant's answer)", ""]
+                if answers.get(cell.get("id")):
+                    text += ["Solution, from the book:", "", *answers[cell.get("id")]]
             elif shown:
                 text += [f"In [{count}]:", "", "```text", *"\n".join(shown).splitlines(), "```", ""]
     return "\n".join(text).rstrip() + "\n"

@@ -154,6 +154,27 @@ def test_a_chapter_is_run_whole_in_order_discussed_from_the_top_while_its_slot_h
     assert [part["how"] for part in tight["parts"]][1:] == ["run through"] * 3
 
 
+def test_an_exercise_that_needs_a_later_chapter_is_chosen_only_when_no_other_is_there(tmp_path):
+    def exercise(label, title, text=""):
+        return [
+            nbformat.v4.new_markdown_cell(f"```{{exercise-start}}\n:label: {label}\n```\n**{title}.** {text}"),
+            nbformat.v4.new_markdown_cell("```{exercise-end}\n```"),
+        ]
+
+    later = "With the meter of [chapter 6](06_ecg_pipeline.ipynb)."
+    chapter = nbformat.v4.new_notebook()
+    chapter.cells = [nbformat.v4.new_markdown_cell("# A chapter"), nbformat.v4.new_code_cell("x = 1")]
+    chapter.cells += exercise("ex-a", "Predict, then measure") + exercise("ex-b", "Find the copy", later)
+    nbformat.write(chapter, tmp_path / "01_a.ipynb")
+    assert teaching.chapter_plan("01_a", 30, 1.0, tmp_path)["exercise"] == "Exercise 1.1: Predict, then measure"
+    chapter.cells = chapter.cells[:2] + exercise("ex-b", "Find the copy", later)  # the only one left
+    nbformat.write(chapter, tmp_path / "01_a.ipynb")
+    assert teaching.chapter_plan("01_a", 30, 1.0, tmp_path)["exercise"] == "Exercise 1.1: Find the copy"
+    chapter.cells = chapter.cells[:2] + exercise("ex-a", "Predict, then measure") + exercise("ex-b", "Find the copy")
+    nbformat.write(chapter, tmp_path / "01_a.ipynb")  # the control: without the link, the preferred one is chosen
+    assert teaching.chapter_plan("01_a", 30, 1.0, tmp_path)["exercise"] == "Exercise 1.2: Find the copy"
+
+
 def test_a_claim_that_stopped_the_seats_is_shown_beside_the_same_claim_alone():
     def claim(name, value, holds, kind="at_most", control=None):
         return {"name": name, "kind": kind, "value": value, "unit": "s", "holds": holds, "control": control,

@@ -8,7 +8,7 @@ import re
 import nbformat
 import pytest
 
-from booktools import notebooks, plan, teaching, workshop
+from booktools import agendas, notebooks, plan, teaching, workshop
 from booktools.workshop import WorkshopError
 
 EXERCISE = "```{exercise-start}\n:label: ex-predict\n```\nPredict the bandwidth, then measure it."
@@ -129,6 +129,10 @@ def test_make_workshop_writes_every_chapter_the_files_they_open_a_readme_and_the
     assert workshop.missing_files(tmp_path, notebooks.ROOT / "chapters") == []
     sheet = (tmp_path.parent / "teacher" / "expected_outputs.md").read_text()
     assert "## 03_zero_copy" in sheet and "✓ " in sheet and "(the participant's answer)" in sheet
+    # each answer cell is followed by the book's solution, which the edition leaves out
+    assert sheet.count("Solution, from the book:") == sheet.count("(the participant's answer)") > 0
+    assert "def standardize_on_gpu(x):" in sheet  # chapter 1's find-the-copy solution, with its output
+    assert not any(workshop.SOLUTION_LABEL.search(line) for line in sheet.splitlines())
 
 
 def test_a_participant_reads_the_two_hour_edition_and_finds_nothing_that_does_not_apply(tmp_path):
@@ -259,6 +263,18 @@ def test_chapters_one_to_six_end_with_three_to_five_exercises_each():
     assert all(3 <= count <= 5 for count in counts.values()), counts
 
 
+def test_every_agenda_s_chapter_has_its_paragraph_on_the_teachers_page(tmp_path):
+    for name, chapters in agendas.AGENDAS.items():
+        assert len(plan.what_each_teaches(list(chapters))) == len(chapters), name
+    assert plan.what_each_teaches(["04_watching_memory"])[0].startswith("**4, second page.")
+    page = nbformat.v4.new_notebook()
+    page.cells = [nbformat.v4.new_markdown_cell("## What each chapter teaches\n\n**0. Getting started.** Objectives.")]
+    nbformat.write(page, tmp_path / "90_for_teachers.ipynb")
+    assert plan.what_each_teaches(["00_getting_started"], tmp_path / "90_for_teachers.ipynb")
+    with pytest.raises(ValueError, match="says nothing of 06_ecg_pipeline"):
+        plan.what_each_teaches(["06_ecg_pipeline"], tmp_path / "90_for_teachers.ipynb")
+
+
 def test_a_failed_runs_copy_is_no_chapter_of_the_edition_or_the_teachers_plan(tmp_path):
     for name in ("06_ecg_pipeline.ipynb", "06_ecg_pipeline.failed.ipynb", "90_for_teachers.ipynb"):
         (tmp_path / name).write_text("{}")
@@ -271,5 +287,9 @@ def test_the_teacher_gets_the_agenda_s_plan_as_a_file(tmp_path, capsys):
     assert plan.main(["two-hours", str(out)]) == 0
     text = out.read_text()
     assert text.startswith("# The plan of the two-hours agenda") and "06_ecg_pipeline" in text and "run time" in text
+    # what each of its chapters teaches, and only its chapters
+    teaches = text.split("## What each chapter teaches", 1)[1]
+    assert "**0. Getting started.**" in teaches and "**6. The ECG pipeline.**" in teaches
+    assert "Key points" in teaches and "**2. Memory layouts.**" not in teaches
     assert plan.main(["no-such-agenda", str(tmp_path / "x.md")]) == 2
     assert "plan: " in capsys.readouterr().err and not (tmp_path / "x.md").exists()
