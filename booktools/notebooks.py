@@ -281,8 +281,11 @@ def execute_notebook(path: Path | str, timeout_s: int = 1800, kernel_name: str =
         print(f"{path}: no fingerprint recorded: {missing}", file=sys.stderr)
     else:
         freshness.record(notebook, found, ROOT)
+    # In [n] as Jupyter numbers the cell in a run from the top (the teacher's expected-output sheet numbers cells so),
+    # and the cell's index in the notebook, markdown cells counted from 0, for whoever opens the file
     failures = [
-        f"cell {index}: {output.get('ename')}: {str(output.get('evalue', ''))[:200]}"
+        f"In [{cell.get('execution_count')}], cell {index}: "
+        f"{output.get('ename')}: {str(output.get('evalue', ''))[:200]}"
         for index, cell in enumerate(notebook.cells)
         for output in cell.get("outputs", [])
         if output.get("output_type") == "error"

@@ -148,7 +148,9 @@ def test_a_failing_notebook_runs_every_cell_and_leaves_the_original_alone(tmp_pa
     path = tmp_path / "fails.ipynb"
     nbformat.write(notebook, str(path))
     before = path.read_text()
-    with pytest.raises(notebooks.NotebookFailed, match=r"2 cell\(s\) failed(.|\n)*cell 0: ValueError(.|\n)*cell 2"):
+    with pytest.raises(
+        notebooks.NotebookFailed, match=r"2 cell\(s\) failed(.|\n)*In \[1\], cell 0: ValueError(.|\n)*In \[3\], cell 2"
+    ):
         notebooks.execute_notebook(path, timeout_s=120)
     assert path.read_text() == before
     ran = notebooks.read_notebook(notebooks.failed_copy_of(path))
