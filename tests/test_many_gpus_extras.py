@@ -193,3 +193,16 @@ def test_the_workers_context_warnings_come_back_beside_their_rows(monkeypatch):
     assert list(frame.index) == [1]
     (warning,) = frame.attrs["context warnings"]
     assert "should have a CUDA context assigned to device 1" in warning
+
+
+def test_separation_is_above_one_only_when_the_whole_group_leads():
+    import pandas as pd
+
+    from support.many_gpus.ranking import separation
+
+    table = pd.DataFrame({"recording": list("abcd"), "share": [0.06, 0.05, 0.02, 0.01]})
+    assert separation(table, "share", ["a", "b"]) == pytest.approx(2.5)
+    assert separation(table, "share", ["a", "c"]) == pytest.approx(0.02 / 0.05)  # b, outside, beats c
+    for group, said in ((list("abcd"), "not all"), (["x"], "not none")):
+        with pytest.raises(ValueError, match=said):
+            separation(table, "share", group)

@@ -2,7 +2,8 @@
 across recordings by a shuffle.
 
 - :func:`recording_summary` reduces one beat table to one row where it lives; :func:`summaries_and_bytes` gathers
-  them and counts the bytes; :func:`rank_recordings` ranks the rows with their metadata;
+  them and counts the bytes; :func:`rank_recordings` ranks the rows with their metadata, and :func:`separation`
+  says whether a column puts a group of recordings ahead of all the others;
 - :func:`rank_every_beat` ranks every beat of every recording (Dask DataFrame's ``sort_values``: rows change
   workers);
 - :func:`bytes_between_workers` counts the bytes the workers have sent so far.
@@ -44,6 +45,25 @@ def rank_recordings(summaries, metadata, *, by: str = "premature_share"):
     joined = rows.merge(metadata[["recording", "ectopic_rate"]], on="recording", validate="one_to_one")
     ranked = joined.sort_values([by, "recording"], ascending=[False, True], ignore_index=True)
     return ranked[list(RANK_COLUMNS)]
+
+
+def separation(ranking, column: str, group) -> float:
+    """How cleanly ``column`` of a :func:`rank_recordings` table puts the recordings named in ``group`` ahead of
+    the others: the group's lowest value over the others' highest. Above 1 when every recording of the group
+    leads every other one; at most 1 when one of the others reaches a recording of the group.
+
+    >>> table = pd.DataFrame({"recording": ["a", "b", "c", "d"], "share": [0.06, 0.05, 0.02, 0.01]})
+    >>> separation(table, "share", {"a", "b"})
+    2.5
+    >>> separation(table, "share", {"a", "c"}) <= 1
+    True
+    """
+    inside = ranking["recording"].isin(set(group))
+    if inside.all() or not inside.any():
+        raise ValueError(
+            f"the group must name some of the {len(ranking)} recordings, not {'all' if inside.all() else 'none'}"
+        )
+    return float(ranking.loc[inside, column].min() / ranking.loc[~inside, column].max())
 
 
 #: The columns of :func:`rank_every_beat`, in order.
