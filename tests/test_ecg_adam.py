@@ -91,3 +91,24 @@ def test_on_cuda_training_captures_its_step_as_a_graph():
     trained = vae.train(beats, epochs=2, batch_size=64, progress=False)
     assert trained.steps_ran == "CUDA graph", trained.step_note
     assert torch.isfinite(trained.epoch_losses).all()
+
+
+@CUDA
+def test_under_a_cuda_graph_the_functional_update_matches_the_class():
+    beats = torch.randn(64, 16, generator=torch.Generator().manual_seed(1)).cuda()
+    trained = []
+    for make in (
+        lambda params: torch.optim.Adam(params, lr=2e-3, fused=True, capturable=True),
+        lambda params: FunctionalAdam(params, lr=2e-3, capturable=True),
+    ):
+        torch.manual_seed(0)
+        model = vae.BeatVAE(16, latent=2).cuda()
+        optimizer = make(model.parameters())
+        torch.manual_seed(2)  # the same sampling noise in the warm-ups and the graph, for both optimizers
+        graph, _ = vae.capture_step(model, optimizer, beats.clone())
+        for _ in range(3):
+            graph.replay()
+        torch.cuda.synchronize()
+        trained.append([p.detach().clone() for p in model.parameters()])
+    for a, b in zip(*trained, strict=True):
+        torch.testing.assert_close(a, b)

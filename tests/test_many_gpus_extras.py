@@ -11,10 +11,12 @@ import sys
 import time
 import warnings
 
+import pandas as pd
 import pytest
 
 from support.bench import Timing
 from support.many_gpus import cluster, contexts, host, models, ranks, recordings, spilling, timing, utilisation
+from support.many_gpus.ranking import separation
 
 
 def test_the_sampler_keeps_every_gpus_samples_and_says_when_nvml_is_missing():
@@ -196,10 +198,6 @@ def test_the_workers_context_warnings_come_back_beside_their_rows(monkeypatch):
 
 
 def test_separation_is_above_one_only_when_the_whole_group_leads():
-    import pandas as pd
-
-    from support.many_gpus.ranking import separation
-
     table = pd.DataFrame({"recording": list("abcd"), "share": [0.06, 0.05, 0.02, 0.01]})
     assert separation(table, "share", ["a", "b"]) == pytest.approx(2.5)
     assert separation(table, "share", ["a", "c"]) == pytest.approx(0.02 / 0.05)  # b, outside, beats c

@@ -138,6 +138,11 @@ CASES = {
         FRAGMENTATION_TEXT.format(fit="491.00"),
         FRAGMENTATION_TEXT.format(fit="486.00").replace("1021.66 MiB", "1000.00 MiB", 1),
     ),
+    "chapter 3, a breakdown's rest that another run found negative": (
+        "4             not explained by the parts  21.0 ms                                 33%",
+        "4             not explained by the parts  −15.8 ms: the parts add up to more than the whole   −25%",
+        "4             not explained by the parts  21.0 ms                                 33% of the parts",
+    ),
     "chapter 4, fragmentation's largest hole, HTML": (
         FRAGMENTATION_HTML.format(fit="486.00"),
         FRAGMENTATION_HTML.format(fit="491.00"),

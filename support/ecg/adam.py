@@ -3,8 +3,8 @@ without the ``torch.optim.Optimizer`` class, whose first use imports PyTorch's c
 
 Why a fresh process cares: ``Optimizer.add_param_group`` runs under ``torch._disable_dynamo``, which imports
 ``torch._dynamo`` at its first call (``torch/_compile.py``), and ``Optimizer.step`` imports it too
-(``_use_grad_for_differentiable`` in ``torch/optim/optimizer.py``): read in PyTorch 2.13's source, and checked
-on the GPU host's 2.11 by the probe ``runs/probes/probe_functional_adam.py``. ``import torch`` does not import it.
+(``_use_grad_for_differentiable`` in ``torch/optim/optimizer.py``): read in PyTorch 2.13's source, and in the GPU
+host's 2.11 by ``runs/probes/functional_adam_check.sh`` (its log beside it). ``import torch`` does not import it.
 The functional ``torch.optim.adam.adam`` runs the same update and reaches the compiler only while compiling. The
 import is among the slowest of chapter 6's command line (its cold-start probe's import profile).
 
@@ -30,8 +30,9 @@ class FunctionalAdam:
     decay), through ``torch.optim.adam.adam``.
 
     ``fused``: one kernel updates every parameter (CUDA only; the default, ``None``, fuses on CUDA and runs the
-    per-tensor loop elsewhere). ``capturable``: the step counts live on the device, so the update can be captured
-    in a CUDA graph (as ``torch.optim.Adam(capturable=True)``).
+    per-tensor loop elsewhere; ``fused=False`` on CUDA runs the per-tensor loop too, where the class would pick its
+    ``foreach`` kernels). ``capturable``: the step counts live on the device, so the update can be captured in a
+    CUDA graph (as ``torch.optim.Adam(capturable=True)``).
 
     It keeps the moments and step counts that ``torch.optim.Adam`` keeps, one entry of :attr:`state` per
     parameter, created at once (a CUDA graph captures their addresses). It has what chapter 6's training

@@ -104,7 +104,8 @@ def capture_step(model: BeatVAE, optimizer, static_batch: torch.Tensor, beta: fl
 
     Returns ``(graph, loss)``: ``graph.replay()`` runs the step again on whatever ``static_batch`` holds then, and
     ``loss`` is the graph's output tensor, rewritten by each replay. Follows PyTorch's recipe: three warm-up steps
-    on a side stream (autograd allocates its buffers there), then ``torch.cuda.graph``. The optimizer must be
+    on a side stream (autograd allocates its buffers there, and ``torch.optim.Adam`` its state at its first step),
+    then ``torch.cuda.graph``. The optimizer must be
     created with ``capturable=True`` (``torch.optim.Adam`` or :class:`support.ecg.adam.FunctionalAdam`). Raises
     :class:`RuntimeError` with the reason when capture fails (under RMM's PyTorch allocator it does:
     :func:`graph_ready` says whether to try).
@@ -189,7 +190,7 @@ def train(
         generator = torch.Generator(device=device).manual_seed(seed)
     # the fused Adam updates every parameter in one kernel (CUDA only): fewer launches per step. Called through
     # its functional form, which does not import PyTorch's compiler stack as the Optimizer class does (a cost
-    # of a fresh process's first training: support.ecg.adam, and the probe runs/probes/probe_functional_adam.py)
+    # of a fresh process's first training: support.ecg.adam, and chapter 6's first command against the class)
     optimizer = FunctionalAdam(model.parameters(), lr=learning_rate, capturable=use_graph)
     losses = torch.zeros(epochs, device=device)
     batch_size = min(batch_size, len(beats))
