@@ -9,6 +9,9 @@ COMPILE=$(python3 -c "import torch._compile as c; print(c.__file__)")
 echo "--- $OPTIM: the step wrapper's import, and add_param_group under torch._disable_dynamo"
 grep -n -B1 -A2 "import torch._dynamo" "$OPTIM"
 grep -n -B1 -A1 "def add_param_group" "$OPTIM"
+ADAM=$(python3 -c "import torch.optim.adam as a; print(a.__file__)")
+echo "--- $ADAM: Adam.step under the step wrapper; the functional adam's own decorator"
+grep -n -A1 "_use_grad_for_differentiable$\|@_disable_dynamo_if_unsupported" "$ADAM"
 echo "--- $COMPILE: _disable_dynamo imports torch._dynamo at the decorated function's first call"
 grep -n -A3 "if disable_fn is None" "$COMPILE"
 echo "--- whether a profile imports torch._dynamo (the command line's --traffic profiles each stage)"

@@ -13,6 +13,7 @@ One idea per module, in the order the data flows:
 - :mod:`~support.ecg.detection`: heartbeats found with a Ricker wavelet, FFT convolution and a threshold;
 - :mod:`~support.ecg.beats`: from beat candidates to a matrix of beats, and each detected beat's true label;
 - :mod:`~support.ecg.vae`: a convolutional variational autoencoder and anomaly scores from its reconstruction;
+- :mod:`~support.ecg.adam`: the autoencoder's Adam through PyTorch's functional form, without the compiler import;
 - :mod:`~support.ecg.step_speed`: where a training step of the autoencoder spends its time;
 - :mod:`~support.ecg.pipeline`: the pipeline stage by stage, on the GPU or on the CPU with the same functions;
 - :mod:`~support.ecg.cpu_peers`: the fastest CPU version of the shared stages a reader could write;

@@ -95,15 +95,17 @@ def compare_settings(
     csv: Path, truth: Path | None, settings: Mapping[str, Sequence[str]], *, warm: int = 3, folder: Path
 ) -> dict[str, dict]:
     """Each of ``settings`` (a name and its extra arguments) run once in a fresh process on ``csv`` with ``--warm
-    WARM``, after one run of the first setting that is not reported (it fills the bytecode cache every later run
-    finds); returns each setting's metrics. Runs go into new folders under ``folder``."""
+    WARM``, after one unreported run of each setting, without warm passes: each fills the bytecode cache with what
+    its setting imports (a setting may import a module no other does), so that every reported run finds it as a
+    user's second run does. Returns each setting's metrics. Runs go into new folders under ``folder``."""
     if warm < 1:
         raise ValueError(f"ask for at least one warm pass, not {warm}")
     if not settings:
         raise ValueError("name at least one setting")
-    base = ["--input", csv, "--warm", warm] + (["--truth", truth] if truth is not None else [])
-    first = next(iter(settings.values()))
-    run_command_line([*base, *first], out=folder / "cache-filling-run")
+    given = ["--input", csv] + (["--truth", truth] if truth is not None else [])
+    base = [*given[:2], "--warm", warm, *given[2:]]
+    for number, extra in enumerate(settings.values()):
+        run_command_line([*given, *extra], out=folder / f"cache-filling-run-{number}")
     return {
         name: run_command_line([*base, *extra], out=folder / f"run-{number}")
         for number, (name, extra) in enumerate(settings.items())
