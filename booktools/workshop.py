@@ -266,8 +266,9 @@ Run each chapter from the top, one cell after the other: a later cell uses what 
 exercise has an empty cell under it for your answer.
 
 Without a GPU you can still follow: {where} shows every chapter executed on the book's GPU, with its outputs
-and the solutions, and chapter 6's pipeline runs on the CPU from a terminal:
-`python -m support.ecg --device cpu --hours 0.2 --out ecg-run`.
+and the solutions, and chapter 6's pipeline runs on the CPU wherever the book's libraries are installed, from a
+terminal or from a notebook cell (`!python -m support.ecg --device cpu --hours 0.2 --out ecg-run`; a workshop
+server may have its terminals turned off).
 
 Every chapter starts by printing its environment:"""
 
