@@ -281,8 +281,9 @@ def execute_notebook(path: Path | str, timeout_s: int = 1800, kernel_name: str =
         print(f"{path}: no fingerprint recorded: {missing}", file=sys.stderr)
     else:
         freshness.record(notebook, found, ROOT)
-    # In [n] as Jupyter numbers the cell in a run from the top (the teacher's expected-output sheet numbers cells so),
-    # and the cell's index in the notebook, markdown cells counted from 0, for whoever opens the file
+    # In [n] as Jupyter numbered the cell in this run from the top (empty cells are not run, so not numbered; the
+    # teacher's expected-output sheet numbers cells the same way), and the cell's index in the notebook, markdown
+    # cells counted from 0, for whoever opens the file
     failures = [
         f"In [{cell.get('execution_count')}], cell {index}: "
         f"{output.get('ename')}: {str(output.get('evalue', ''))[:200]}"

@@ -26,12 +26,17 @@ def what_each_teaches(chapters: list[str], page: Path = TEACHERS_PAGE) -> list[s
     starts ``**4.`` for a chapter's first page (``04_memory_pools``), ``**4, second page.`` for its second
     (``04_watching_memory``, the next file name of that number). Raises ValueError for a chapter without one."""
     text = "\n\n".join(cell.source for cell in read_notebook(page).cells if cell.cell_type == "markdown")
-    section = text.split("## What each chapter teaches", 1)[-1].split("\n## ", 1)[0]
+    heading = "## What each chapter teaches"
+    if heading not in text:
+        raise ValueError(f"{page.name} has no section '{heading[3:]}'")
+    section = text.split(heading, 1)[1].split("\n## ", 1)[0]
     paragraphs = [p.strip() for p in section.split("\n\n") if p.strip().startswith("**")]
     found = []
     for chapter in chapters:
         number = int(chapter[:2])
-        same = sorted(path.stem for path in CHAPTERS.glob(f"{chapter[:2]}_*.ipynb"))
+        same = sorted({path.stem for path in CHAPTERS.glob(f"{chapter[:2]}_*.ipynb")} | {chapter})
+        if same.index(chapter) > 1:
+            raise ValueError(f"{chapter} is a third page of chapter {number}: the page has no name for it")
         opening = f"**{number}." if same.index(chapter) == 0 else f"**{number}, second page."
         match = [p for p in paragraphs if p.startswith(opening)]
         if not match:

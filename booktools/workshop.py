@@ -417,7 +417,7 @@ def _output_text(output, lines: int) -> str:
     return "\n".join(kept[:lines] + ([f"... ({len(kept) - lines} more lines)"] if len(kept) > lines else []))
 
 
-SOLUTION_LABEL = re.compile(r"```\{solution-start\}\s+(\S+)")
+SOLUTION_LABEL = re.compile(r"```\{solution-start\}[ \t]+(\S+)")
 
 
 def solutions(notebook, lines: int = 8) -> dict[str, list[str]]:
@@ -453,7 +453,8 @@ def solutions(notebook, lines: int = 8) -> dict[str, list[str]]:
 def expected_sheet(chapters: Sequence[Path], edition: Path, lines: int = 8) -> str:
     """The teacher's expected-output sheet for the participant edition in ``edition``: per chapter (the book's
     executed notebooks, ``chapters``), each code cell of the edition that printed something in the book's run,
-    under its section, numbered as Jupyter numbers it when the chapter runs from the top once (``In [12]``), with
+    under its section, numbered as Jupyter numbers it when the chapter runs from the top once (``In [12]``; an
+    empty cell is not run, so the participant's answer cell is ``In [ ]``), with
     the first ``lines`` lines of what it printed. Figures are named, not drawn; claims show their ✓ line. Under
     each exercise's answer cell, the book's solution (:func:`solutions`), which the edition leaves out."""
     text = [
@@ -461,7 +462,8 @@ def expected_sheet(chapters: Sequence[Path], edition: Path, lines: int = 8) -> s
         "",
         "What each cell of the participant edition printed in the book's own run on its GPU, to compare with a",
         "participant's screen. Timings and addresses differ from GPU to GPU and run to run; a ✓ line should not.",
-        "The numbers are Jupyter's `In [n]` when a chapter is run once from the top in a fresh kernel.",
+        "The numbers are Jupyter's `In [n]` when a chapter is run once from the top in a fresh kernel; an empty",
+        "cell is not run, so an answer cell is `In [ ]` until the participant runs it.",
         "",
     ]
     for path in chapters:
@@ -480,15 +482,16 @@ def expected_sheet(chapters: Sequence[Path], edition: Path, lines: int = 8) -> s
                 continue
             if cell.cell_type != "code":
                 continue
+            if not cell.source.strip():  # an empty cell is not run, so Jupyter gives it no number
+                text += ["In [ ]: (the participant's answer; once it is run, the numbers below are one higher)", ""]
+                if answers.get(cell.get("id")):
+                    text += ["Solution, from the book:", "", *answers[cell.get("id")]]
+                continue
             count += 1
             outputs = book.get(cell.get("id"), {}).get("outputs", [])
             shown = [_output_text(output, lines) for output in outputs]
             shown = [part for part in shown if part.strip()]
-            if not cell.source.strip():
-                text += [f"In [{count}]: (the participant's answer)", ""]
-                if answers.get(cell.get("id")):
-                    text += ["Solution, from the book:", "", *answers[cell.get("id")]]
-            elif shown:
+            if shown:
                 text += [f"In [{count}]:", "", "```text", *"\n".join(shown).splitlines(), "```", ""]
     return "\n".join(text).rstrip() + "\n"
 

@@ -201,6 +201,6 @@ def test_separation_is_above_one_only_when_the_whole_group_leads():
     table = pd.DataFrame({"recording": list("abcd"), "share": [0.06, 0.05, 0.02, 0.01]})
     assert separation(table, "share", ["a", "b"]) == pytest.approx(2.5)
     assert separation(table, "share", ["a", "c"]) == pytest.approx(0.02 / 0.05)  # b, outside, beats c
-    for group, said in ((list("abcd"), "not all"), (["x"], "not none")):
+    for group, said in ((list("abcd"), "not all"), (["a", "x"], "lacks: \\['x'\\]"), ([], "not none")):
         with pytest.raises(ValueError, match=said):
             separation(table, "share", group)

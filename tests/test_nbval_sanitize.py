@@ -143,6 +143,11 @@ CASES = {
         "4             not explained by the parts  −15.8 ms: the parts add up to more than the whole   −25%",
         "4             not explained by the parts  21.0 ms                                 33% of the parts",
     ),
+    "chapter 3, the same row in the HTML table": (
+        "<td>21.0 ms</td>\n      <td></td>\n      <td>33%</td>",
+        "<td>−15.8 ms: the parts add up to more than the whole</td>\n      <td></td>\n      <td>−25%</td>",
+        "<td>21.0 ms</td>\n      <td></td>\n      <td>−33%</td>",  # a negative share elsewhere is still compared
+    ),
     "chapter 4, fragmentation's largest hole, HTML": (
         FRAGMENTATION_HTML.format(fit="486.00"),
         FRAGMENTATION_HTML.format(fit="491.00"),

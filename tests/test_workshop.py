@@ -128,9 +128,9 @@ def test_make_workshop_writes_every_chapter_the_files_they_open_a_readme_and_the
     assert (tmp_path / "diagrams" / "ecg_flow.png").exists() and (tmp_path / "ecg_cli_metrics.json").exists()
     assert workshop.missing_files(tmp_path, notebooks.ROOT / "chapters") == []
     sheet = (tmp_path.parent / "teacher" / "expected_outputs.md").read_text()
-    assert "## 03_zero_copy" in sheet and "✓ " in sheet and "(the participant's answer)" in sheet
+    assert "## 03_zero_copy" in sheet and "✓ " in sheet and "In [ ]: (the participant's answer" in sheet
     # each answer cell is followed by the book's solution, which the edition leaves out
-    assert sheet.count("Solution, from the book:") == sheet.count("(the participant's answer)") > 0
+    assert sheet.count("Solution, from the book:") == sheet.count("In [ ]: (the participant's answer") > 0
     assert "def standardize_on_gpu(x):" in sheet  # chapter 1's find-the-copy solution, with its output
     assert not any(workshop.SOLUTION_LABEL.search(line) for line in sheet.splitlines())
 
@@ -273,6 +273,10 @@ def test_every_agenda_s_chapter_has_its_paragraph_on_the_teachers_page(tmp_path)
     assert plan.what_each_teaches(["00_getting_started"], tmp_path / "90_for_teachers.ipynb")
     with pytest.raises(ValueError, match="says nothing of 06_ecg_pipeline"):
         plan.what_each_teaches(["06_ecg_pipeline"], tmp_path / "90_for_teachers.ipynb")
+    page.cells = [nbformat.v4.new_markdown_cell("## Something else\n\n**0. Getting started.** Objectives.")]
+    nbformat.write(page, tmp_path / "90_for_teachers.ipynb")
+    with pytest.raises(ValueError, match="no section 'What each chapter teaches'"):
+        plan.what_each_teaches(["00_getting_started"], tmp_path / "90_for_teachers.ipynb")
 
 
 def test_a_failed_runs_copy_is_no_chapter_of_the_edition_or_the_teachers_plan(tmp_path):

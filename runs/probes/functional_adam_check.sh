@@ -2,7 +2,7 @@
 # What chapter 6's text says of PyTorch's optimizer, read in the GPU host's own PyTorch, and support.ecg.adam's
 # tests run there (the CUDA ones included), before chapter 6 is executed. Run from the repository root on the GPU
 # host with its environment set; what it prints is committed as functional_adam_check_<gpu>_<date>.log.
-set -u
+set -uo pipefail
 python3 -c "import torch; print('torch', torch.__version__)"
 OPTIM=$(python3 -c "import torch.optim.optimizer as o; print(o.__file__)")
 COMPILE=$(python3 -c "import torch._compile as c; print(c.__file__)")
@@ -24,3 +24,4 @@ print('imported before a profile:', before, '- after:', 'torch._dynamo' in sys.m
 "
 echo "--- python3 -m pytest -q -p no:cacheprovider -o addopts= tests/test_ecg_adam.py"
 python3 -m pytest -q -p no:cacheprovider -o addopts="" tests/test_ecg_adam.py 2>&1 | tail -5
+exit "${PIPESTATUS[0]}"  # the tests' own status: a failing run's log must not pass for a clean one

@@ -49,8 +49,9 @@ def rank_recordings(summaries, metadata, *, by: str = "premature_share"):
 
 def separation(ranking, column: str, group) -> float:
     """How cleanly ``column`` of a :func:`rank_recordings` table puts the recordings named in ``group`` ahead of
-    the others: the group's lowest value over the others' highest. Above 1 when every recording of the group
-    leads every other one; at most 1 when one of the others reaches a recording of the group.
+    the others: the group's lowest value over the others' highest. For a positive column (a share), above 1 when
+    every recording of the group leads every other one; at most 1 when one of the others reaches a recording of
+    the group. A name in ``group`` that the table lacks is refused (a typo would otherwise shrink the group).
 
     >>> table = pd.DataFrame({"recording": ["a", "b", "c", "d"], "share": [0.06, 0.05, 0.02, 0.01]})
     >>> separation(table, "share", {"a", "b"})
@@ -58,6 +59,9 @@ def separation(ranking, column: str, group) -> float:
     >>> separation(table, "share", {"a", "c"}) <= 1
     True
     """
+    unknown = sorted(set(group) - set(ranking["recording"]))
+    if unknown:
+        raise ValueError(f"the group names recordings the table lacks: {unknown}")
     inside = ranking["recording"].isin(set(group))
     if inside.all() or not inside.any():
         raise ValueError(
