@@ -13,8 +13,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from booktools import agendas, rehearse, teaching
-from booktools.notebooks import read_notebook
+from booktools import agendas, rehearse, teaching, workshop
+from booktools.notebooks import chapters_in, read_notebook
 from booktools.paths import CHAPTERS
 
 #: The teachers' page, whose section "What each chapter teaches" holds one paragraph per chapter page.
@@ -45,14 +45,53 @@ def what_each_teaches(chapters: list[str], page: Path = TEACHERS_PAGE) -> list[s
     return found
 
 
+def cell_number(chapter: str, text: str, folder: Path = CHAPTERS) -> int | None:
+    """The ``In [n]`` of the first code cell of ``chapter``'s participant edition whose source holds ``text`` (a
+    claim's name), when the chapter is run once from the top (empty cells are not run, so not numbered); None
+    where no cell holds it."""
+    numbers = workshop.exercise_numbers(workshop.participant_chapters(chapters_in(folder)))
+    edition = workshop.participant_notebook(read_notebook(folder / f"{chapter}.ipynb"), f"{chapter}.ipynb", numbers)
+    count = 0
+    for cell in edition.cells:
+        if cell.cell_type != "code" or not cell.source.strip():
+            continue
+        count += 1
+        if text in cell.source:
+            return count
+    return None
+
+
+def what_may_stop_the_room(chapters: list[str], rehearsals, claim_runs=None) -> list[str]:
+    """One line per claim of ``chapters`` that stopped seats at a recorded rehearsal (of any agenda): the claim,
+    the cell that states it (``In [n]``), at how many seats it stopped in each rehearsal, and its figure where its
+    chapter ran alone (:func:`booktools.teaching.claims_the_room_failed`): what to tell the room before that cell."""
+    rows = [r for r in teaching.claims_the_room_failed(rehearsals, claim_runs) if r["chapter"] in chapters]
+    lines = []
+    for chapter in chapters:
+        for claim in dict.fromkeys(r["claim"] for r in rows if r["chapter"] == chapter):
+            seen = [r for r in rows if (r["chapter"], r["claim"]) == (chapter, claim)]
+            number = cell_number(chapter, f'"{claim}"')
+            where = f"In [{number}]" if number else "its cell"
+            stops = "; ".join(f"{r['stopped seats']} of {r['seats']} seats ({r['rehearsal']})" for r in seen)
+            lines.append(f"- {chapter}, {where}: `{claim}` stopped {stops}; alone: {seen[-1]['alone']}")
+    return lines
+
+
 def plan_text(agenda: str) -> str:
-    """The plan of ``agenda`` as Markdown: a heading, the teachers' page's text in a code block, and what each of
-    its chapters teaches."""
-    body = teaching.agenda_text(agenda, rehearsals=rehearse.load())
-    teaches = "\n\n".join(what_each_teaches(list(agendas.AGENDAS[agenda])))
+    """The plan of ``agenda`` as Markdown: a heading, the teachers' page's text in a code block, what each of its
+    chapters teaches, and the claims that stopped seats at the rehearsals (:func:`what_may_stop_the_room`)."""
+    rehearsals = rehearse.load()
+    body = teaching.agenda_text(agenda, rehearsals=rehearsals)  # refuses an agenda it does not know
+    chapters = list(agendas.AGENDAS[agenda])
+    teaches = "\n\n".join(what_each_teaches(chapters))
+    stops = what_may_stop_the_room(chapters, rehearsals) or ["- none in the rehearsals on record"]
     return (
         f"# The plan of the {agenda} agenda (from the teachers' page)\n\n```text\n{body}\n```\n\n"
-        f"## What each chapter teaches\n\n{teaches}\n"
+        f"## What each chapter teaches\n\n{teaches}\n\n"
+        "## Claims that stopped seats at the rehearsals\n\n"
+        "Timing claims the rest of the room slows: say before the cell that it may stop, and that the seats run the\n"
+        "cells below it (Run → Run Selected Cell and All Below). Cells are numbered as the expected-output sheet\n"
+        "numbers them.\n\n" + "\n".join(stops) + "\n"
     )
 
 

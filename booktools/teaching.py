@@ -151,6 +151,8 @@ def claims_the_room_failed(rehearsals: Sequence, claim_runs: Sequence | None = N
             rows.append(
                 {
                     "rehearsal": rehearsal_label(rehearsal),
+                    "chapter": chapter,
+                    "seats": len(rehearsal.seats),
                     "claim": name,
                     "stopped seats": len(figures),
                     "at the seats": ", ".join(figures),

@@ -294,6 +294,23 @@ def test_the_teacher_gets_the_agenda_s_plan_as_a_file(tmp_path, capsys):
     # what each of its chapters teaches, and only its chapters
     teaches = text.split("## What each chapter teaches", 1)[1]
     assert "**0. Getting started.**" in teaches and "**6. The ECG pipeline.**" in teaches
-    assert "Key points" in teaches and "**2. Memory layouts.**" not in teaches
+    assert "Key points" in teaches and "**2. Memory layouts.**" not in teaches.split("## Claims that stopped")[0]
+    # the claims the rehearsals saw stop seats, with the cell the room sees them in
+    stops = text.split("## Claims that stopped seats at the rehearsals", 1)[1]
+    assert "`ecg.read_to_plot_warm` stopped" in stops and "06_ecg_pipeline, In [" in stops
+    assert "layouts.kernel_keeps_float64_fast" not in stops  # chapter 2 is not in the two-hour agenda
     assert plan.main(["no-such-agenda", str(tmp_path / "x.md")]) == 2
     assert "plan: " in capsys.readouterr().err and not (tmp_path / "x.md").exists()
+
+
+def test_a_claim_s_cell_is_numbered_as_the_room_runs_it(tmp_path):
+    chapter = nbformat.v4.new_notebook()
+    chapter.cells = [
+        nbformat.v4.new_markdown_cell("# A chapter"),
+        nbformat.v4.new_code_cell("x = 1"),
+        nbformat.v4.new_code_cell(""),  # not run, so not numbered
+        nbformat.v4.new_code_cell('claims.holds("a.b", True, control=False, control_is="c", says="d")'),
+    ]
+    nbformat.write(chapter, tmp_path / "01_a.ipynb")
+    assert plan.cell_number("01_a", '"a.b"', tmp_path) == 2
+    assert plan.cell_number("01_a", '"z.z"', tmp_path) is None
