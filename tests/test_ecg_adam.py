@@ -63,6 +63,12 @@ def test_it_refuses_what_it_cannot_do():
         FunctionalAdam([torch.nn.Parameter(torch.ones(1), requires_grad=False)])
     with pytest.raises(ValueError, match="CUDA only"):
         FunctionalAdam([torch.nn.Parameter(torch.ones(1))], fused=True)
+    with pytest.raises(ValueError, match="capturable Adam is for CUDA graphs"):
+        FunctionalAdam([torch.nn.Parameter(torch.ones(1))], capturable=True)
+    on_two = [torch.nn.Parameter(torch.ones(1)), torch.nn.Parameter(torch.ones(1, device="meta"))]
+    with pytest.raises(ValueError, match="on several devices"):
+        FunctionalAdam(on_two)
+    FunctionalAdam(on_two[:1])  # the control: one device is accepted
 
 
 def test_zero_grad_forgets_or_zeroes():

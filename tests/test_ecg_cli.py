@@ -444,8 +444,10 @@ def test_the_shipped_command_line_leaves_pytorch_s_compiler_unimported_and_the_c
     # the control of chapter 6's first-command comparison: the same run with torch.optim.Adam in training
     arguments = ["--device", "cpu", "--hours", "0.05", "--seed", "1"]
     shipped = cli_runs.run_command_line(arguments, out=tmp_path / "shipped")
+    alike = cli_runs.run_command_line(arguments, out=tmp_path / "alike", launcher=cli_runs.SHIPPED_LIKE_THE_CONTROL)
     control = cli_runs.run_command_line(arguments, out=tmp_path / "control", launcher=cli_runs.WITH_OPTIMIZER_CLASS)
-    assert (shipped["torch_dynamo_imported"], control["torch_dynamo_imported"]) == (False, True)
+    imported = [run["torch_dynamo_imported"] for run in (shipped, alike, control)]
+    assert imported == [False, False, True]  # the launcher alone imports nothing; the class does
     # the same training, the same beats and scores: only the optimizer's wrapper differs
     assert shipped["beats"] == control["beats"] and shipped["quality"] == control["quality"]
 
@@ -491,5 +493,18 @@ def test_the_median_table_has_every_part_and_the_process_with_its_range():
     }
     assert table["  its range"] == {"part": "  its range", "shipped": "6.00 s–9.00 s", "control": "8.00 s–8.00 s"}
     assert cli_runs.part_timing(runs["shipped"], "of which training").samples == (0.5, 0.7, 0.5)
-    with pytest.raises(ValueError, match="no part 'quality report'"):
+    with pytest.raises(ValueError, match="a run has no part 'quality report'"):
         cli_runs.part_timing(runs["shipped"], "quality report")
+    with pytest.raises(ValueError, match="no part 'training': the parts are start-up, "):
+        cli_runs.part_timing(runs["shipped"], "training")
+    saved = cli_runs.median_savings(runs, control="control", changed="shipped")
+    assert saved["in the whole process"] == pytest.approx(8.0 - 7.0)
+    assert saved["in training"] == pytest.approx(0.0)  # both medians 0.5 s: nothing saved, and not refused
+    assert cli_runs.median_savings(runs, control="shipped", changed="control")["in the whole process"] < 0
+
+
+def test_a_control_that_fails_is_named_without_its_launcher_s_code(tmp_path):
+    with pytest.raises(cli_runs.CommandLineError, match=r"^\(a control's launcher\) --no-such-option"):
+        cli_runs.run_command_line(["--no-such-option"], out=tmp_path / "x", launcher=cli_runs.WITH_OPTIMIZER_CLASS)
+    with pytest.raises(cli_runs.CommandLineError, match=r"^-m support\.ecg --no-such-option"):
+        cli_runs.run_command_line(["--no-such-option"], out=tmp_path / "y")

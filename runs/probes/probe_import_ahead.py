@@ -10,8 +10,10 @@ at least BAR (default 1.10) times the default's, else 3.
 
 It ran once, on the H100 on 2026-11-26, at commit 31b3487 (``probe_import_ahead_h100_2026-11-26.log`` and
 ``.json``): the runs with the thread were not shorter, the chapter was not executed with the change, and the change
-was reverted (a83b020): ``support/ecg/import_ahead.py``, the command line's ``--import-ahead``, and
-``cli_runs.alternate_runs``, ``process_timing`` and ``median_part_rows``. This script runs only at commit 31b3487.
+was reverted (a83b020): ``support/ecg/import_ahead.py`` and the command line's ``--import-ahead``.
+``cli_runs.alternate_runs``, ``process_timing`` and ``median_part_rows`` came back later for chapter 6's
+functional-Adam comparison, ``alternate_runs`` now taking launchers, not extra arguments. This script runs only at
+commit 31b3487.
 """
 
 from __future__ import annotations

@@ -1,12 +1,13 @@
-"""Adam through PyTorch's functional form: the update ``torch.optim.Adam`` makes, fused into one kernel on CUDA,
+"""Adam through PyTorch's functional form: the update ``torch.optim.Adam`` makes, the fused one on CUDA,
 without the ``torch.optim.Optimizer`` class, whose first use imports PyTorch's compiler stack.
 
 Why a fresh process cares: ``Optimizer.add_param_group`` runs under ``torch._disable_dynamo``, which imports
-``torch._dynamo`` at its first call (``torch/_compile.py``), and ``Optimizer.step`` imports it too
-(``_use_grad_for_differentiable`` in ``torch/optim/optimizer.py``): read in PyTorch 2.13's source, and in the GPU
-host's 2.11 by ``runs/probes/functional_adam_check.sh`` (its log beside it). ``import torch`` does not import it.
-The functional ``torch.optim.adam.adam`` runs the same update and reaches the compiler only while compiling. The
-import is among the slowest of chapter 6's command line (its cold-start probe's import profile).
+``torch._dynamo`` at its first call (``torch/_compile.py``), and ``Adam.step`` runs under
+``_use_grad_for_differentiable`` (``torch/optim/optimizer.py``), which imports it too: read in PyTorch 2.13's
+source, and in the GPU host's 2.11 by ``runs/probes/functional_adam_check.sh`` (its logs beside it). ``import
+torch`` does not import it. The functional ``torch.optim.adam.adam`` runs the same update and reaches the compiler
+only while compiling. The import is among the slowest of chapter 6's command line (its cold-start probe's import
+profile).
 
 >>> import torch
 >>> weight = torch.nn.Parameter(torch.ones(3))
@@ -57,6 +58,8 @@ class FunctionalAdam:
         self.fused = device.type == "cuda" if fused is None else fused
         if self.fused and device.type != "cuda":
             raise ValueError(f"the fused Adam runs on CUDA only, and the parameters are on {device}")
+        if capturable and device.type != "cuda":
+            raise ValueError(f"a capturable Adam is for CUDA graphs, and the parameters are on {device}")
         self.capturable = capturable
         self.lr = lr
         # as torch.optim.Adam keeps them: float32 step counts on the parameters' device when fused or capturable

@@ -2,12 +2,13 @@
 times set side by side: how long a user waits, cold and warm, with one setting or another.
 
 :func:`run_command_line` starts one run and returns its ``metrics.json``; :func:`compare_settings` runs several
-settings on the same CSV, after one run that fills Python's bytecode cache (as any second use of an installed
-package finds it); :func:`stage_rows` tabulates their stages, cold (the run's own pass) or warm (the median of its
-``--warm`` passes), one column per setting, and :func:`total_rows` the waits: the parts of a run's own pass
-(:mod:`support.ecg.run_report`), then warm read to drawn plot with its range. :func:`alternate_runs` starts the
-same command two ways (:data:`AS_SHIPPED` and a control such as :data:`WITH_OPTIMIZER_CLASS`) in turns, and
-:func:`median_part_rows` sets their parts side by side, the median of each way's runs.
+settings on the same CSV, after an unreported run of each that fills Python's bytecode cache (as any second use of
+an installed package finds it); :func:`stage_rows` tabulates their stages, cold (the run's own pass) or warm (the
+median of its ``--warm`` passes), one column per setting, and :func:`total_rows` the waits: the parts of a run's own
+pass (:mod:`support.ecg.run_report`), then warm read to drawn plot with its range. :func:`alternate_runs` starts the
+same command two ways (:data:`SHIPPED_LIKE_THE_CONTROL` and a control such as :data:`WITH_OPTIMIZER_CLASS`) in
+turns, :func:`median_part_rows` sets their parts side by side, the median of each way's runs, and
+:func:`median_savings` says what the change saved.
 
 >>> run = {"setup_seconds": 2.0, "pipeline_seconds": 3.0, "total_seconds": 6.0, "training_steps": "eager",
 ...        "stages": [{"stage": "read", "seconds": 0.5}, {"stage": "train", "seconds": 2.0}],
@@ -22,7 +23,6 @@ same command two ways (:data:`AS_SHIPPED` and a control such as :data:`WITH_OPTI
 from __future__ import annotations
 
 import json
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -40,24 +40,31 @@ CACHE_ENV = {"PYTHONDONTWRITEBYTECODE": None, "PYTHONPYCACHEPREFIX": str(Path(te
 #: How a run starts Python: the command line as a user types it.
 AS_SHIPPED = ("-m", "support.ecg")
 
-_WITH_OPTIMIZER_CLASS = """
+_LAUNCH = """
 import runpy, sys, types
-
+{swap}
+runpy.run_module("support.ecg", run_name="__main__", alter_sys=True)
+"""
+_ADAM_CLASS = """
 def adam_class(params, *, lr=1e-3, fused=None, capturable=False):
     import torch
     params = list(params)
     fused = params[0].is_cuda if fused is None else fused
-    return torch.optim.Adam(params, lr=lr, fused=fused or None, capturable=capturable)
+    # fused on CUDA as FunctionalAdam is; unfused, the per-tensor loop FunctionalAdam runs, not foreach
+    return torch.optim.Adam(params, lr=lr, fused=fused or None, foreach=None if fused else False, capturable=capturable)
 
 stand_in = types.ModuleType("support.ecg.adam")
 stand_in.FunctionalAdam = adam_class
 sys.modules["support.ecg.adam"] = stand_in
-runpy.run_module("support.ecg", run_name="__main__", alter_sys=True)
 """
-#: The control of :class:`support.ecg.adam.FunctionalAdam`: the same command line, its training given
-#: ``torch.optim.Adam`` (the Optimizer class, fused on CUDA as the pipeline's is) in its place. The stand-in module
-#: imports nothing before the command line starts, so every part of the run is timed as in :data:`AS_SHIPPED`.
-WITH_OPTIMIZER_CLASS = ("-c", _WITH_OPTIMIZER_CLASS)
+#: The command line with the shipped training, started the way :data:`WITH_OPTIMIZER_CLASS` is (``python -c`` and
+#: ``runpy.run_module``, importing ``runpy``, ``sys`` and ``types`` first), so that a comparison of the two differs
+#: in the optimizer only; a user types ``python -m support.ecg`` (:data:`AS_SHIPPED`).
+SHIPPED_LIKE_THE_CONTROL = ("-c", _LAUNCH.format(swap=""))
+#: The control of :class:`support.ecg.adam.FunctionalAdam`: the same command line, started as
+#: :data:`SHIPPED_LIKE_THE_CONTROL` is, its training given ``torch.optim.Adam`` (the Optimizer class) in its place by
+#: a stand-in module that imports nothing more before the command line starts.
+WITH_OPTIMIZER_CLASS = ("-c", _LAUNCH.format(swap=_ADAM_CLASS))
 
 
 class CommandLineError(RuntimeError):
@@ -149,22 +156,37 @@ def process_timing(runs: Sequence[Mapping], label: str = "the process, end to en
 def part_timing(runs: Sequence[Mapping], part: str) -> Timing:
     """One part of several runs (a key of :data:`support.ecg.run_report.PARTS`, ``"of which training"`` say) as
     a :class:`~support.bench.Timing` (wall clock, each run's own)."""
+    if part not in run_report.PARTS:
+        raise ValueError(f"no part {part!r}: the parts are {', '.join(run_report.PARTS)}")
     values = [run_report.part_seconds(run)[part] for run in runs]
     if None in values:
         raise ValueError(f"a run has no part {part!r}")
     return Timing(part, tuple(values), "wall")
 
 
+def median_savings(runs: Mapping[str, Sequence[Mapping]], *, control: str, changed: str) -> dict[str, float]:
+    """How much shorter, in seconds, the median of ``changed``'s runs was than ``control``'s (two ways of
+    :func:`alternate_runs`), in training (``"of which training"``) and in the whole process; negative where it was
+    longer."""
+    return {
+        "in training": part_timing(runs[control], "of which training").median
+        - part_timing(runs[changed], "of which training").median,
+        "in the whole process": process_timing(runs[control]).median - process_timing(runs[changed]).median,
+    }
+
+
 def median_part_rows(runs: Mapping[str, Sequence[Mapping]]) -> list[dict[str, str]]:
     """One row per part of a run (:data:`support.ecg.run_report.PARTS`) and one for the whole process, one column
-    per way: the median over the way's runs, and the process's range under it."""
-    rows = []
-    for part in run_report.PARTS:
-        row = {"part": part}
-        for name, each in runs.items():
-            values = [run_report.part_seconds(run)[part] for run in each]
-            row[name] = "none" if None in values else format_seconds(statistics.median(values))
-        rows.append(row)
+    per way: the median over the way's runs (:func:`part_timing`; ``"none"`` where a run lacks the part), and the
+    process's range under it."""
+
+    def median(each: Sequence[Mapping], part: str) -> str:
+        try:
+            return format_seconds(part_timing(each, part).median)
+        except ValueError:  # a run without this part (no synthesis when it read a CSV)
+            return "none"
+
+    rows = [{"part": part} | {name: median(each, part) for name, each in runs.items()} for part in run_report.PARTS]
     process = {name: process_timing(each) for name, each in runs.items()}
     rows.append({"part": "the process, end to end"} | {name: format_seconds(t.median) for name, t in process.items()})
     rows.append(
