@@ -500,6 +500,7 @@ def test_the_median_table_has_every_part_and_the_process_with_its_range():
     saved = cli_runs.median_savings(runs, control="control", changed="shipped")
     assert saved["in the whole process"] == pytest.approx(8.0 - 7.0)
     assert saved["in training"] == pytest.approx(0.0)  # both medians 0.5 s: nothing saved, and not refused
+    assert saved["in the rest of the process"] == pytest.approx(1.0)  # the whole's saving, none of it training
     assert cli_runs.median_savings(runs, control="shipped", changed="control")["in the whole process"] < 0
 
 
