@@ -148,6 +148,11 @@ CASES = {
         "<td>−15.8 ms: the parts add up to more than the whole</td>\n      <td></td>\n      <td>−25%</td>",
         "<td>21.0 ms</td>\n      <td></td>\n      <td>−33%</td>",  # a negative share elsewhere is still compared
     ),
+    "chapter 6, a saving within the runs' spread, whose sign follows the run": (
+        "  in the rest of the process: 968 ms longer",
+        "  in the rest of the process: 412 ms shorter",
+        "  in training: 968 ms longer",
+    ),
     "chapter 4, fragmentation's largest hole, HTML": (
         FRAGMENTATION_HTML.format(fit="486.00"),
         FRAGMENTATION_HTML.format(fit="491.00"),
@@ -169,3 +174,9 @@ def test_the_fragmentation_rules_mask_only_their_column():
     assert "1021.66~MiB" in sanitized(html) and "<td>53</td>" in sanitized(html)
     text = sanitized(FRAGMENTATION_TEXT.format(fit="486.00"))
     assert "1021.66~MiB" in text and "usable~in~one~piece" in text and "994.00" not in text
+
+
+def test_the_sign_of_training_s_saving_is_still_compared():
+    """Chapter 6 claims the first training is shorter: a run that printed it longer must not pass nbval."""
+    assert sanitized("  in training: 1.18 s shorter") != sanitized("  in training: 1.18 s longer")
+    assert sanitized("  in the whole process: 208 ms shorter") == sanitized("  in the whole process: 9 ms longer")
