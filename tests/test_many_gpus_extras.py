@@ -1,11 +1,17 @@
 """support.many_gpus' measuring aids and readers' questions on the CPU: each GPU's utilisation sampled and summarized
 (utilisation, timing.utilisation_table), a wider autoencoder and its scoring batch (models), the torchrun program
 with two ranks on the Gloo backend (ranks), spilling measured on a CPU worker (spilling), and the scripts that show
-where workers compute when a CUDA context came too early (contexts). The GPU parts run in chapter 7."""
+where workers compute when a CUDA context came too early (contexts); the chapter's bookkeeping, from made-up
+inputs: the headline's inputs and the read added to them (timing), the clusters started in a mirrored order and
+checked at each start (timing, cluster), the fine-tuning effect on a group of recordings (scoring), and the page
+drop counted file by file with fincore (host). The GPU parts run in chapter 7."""
 
 from __future__ import annotations
 
 import builtins
+import json
+import os
+import shutil
 import subprocess
 import sys
 import time
@@ -15,7 +21,18 @@ import pandas as pd
 import pytest
 
 from support.bench import Timing
-from support.many_gpus import cluster, contexts, host, models, ranks, recordings, spilling, timing, utilisation
+from support.many_gpus import (
+    cluster,
+    contexts,
+    host,
+    models,
+    ranks,
+    recordings,
+    scoring,
+    spilling,
+    timing,
+    utilisation,
+)
 from support.many_gpus.ranking import separation
 
 
@@ -204,3 +221,162 @@ def test_separation_is_above_one_only_when_the_whole_group_leads():
     for group, said in ((list("abcd"), "not all"), (["a", "x"], "lacks: \\['x'\\]"), ([], "not none")):
         with pytest.raises(ValueError, match=said):
             separation(table, "share", group)
+
+
+def _timed(placement, scoring_on_workers, *, read=(1.0,), scoring_run=(1.0,)):
+    """A pooled run whose scoring on the workers, read from disk and whole scoring run took these repeats."""
+    timings = {stage: Timing(stage, (1.0,), "wall") for stage in timing.STAGES}
+    given = {timing.SCORING: scoring_on_workers, "read from disk": read, "score every recording": scoring_run}
+    timings |= {stage: Timing(stage, tuple(seconds), "wall") for stage, seconds in given.items()}
+    return timing.ScalingRun(placement, timings, {}, 0, None, None, 0, None)
+
+
+def test_the_headline_sets_the_second_gpu_against_both_one_gpu_clusters():
+    one, shared, own = cluster.PLACEMENTS
+    runs = [_timed(one, [5.5, 5.6, 5.8]), _timed(shared, [6.1, 6.2, 6.3]), _timed(own, [2.7, 2.8, 2.9])]
+    headline = timing.second_gpu_scoring(runs)
+    assert headline.two_gpus and headline.process_gain == pytest.approx(5.6 / 6.2)
+    # the claim: the slowest two-GPU repeat against the fastest repeat of either one-GPU cluster
+    assert headline.slowest_two_gpus == 2.9 and headline.fastest_one_gpu == 5.5
+    assert headline.lines() == [
+        "a second process on the same GPU, scoring: 0.90×",
+        "the second GPU against two workers on one, scoring: at least 2.1×, median 2.2×, at most 2.3×",
+        "the slowest two-GPU repeat against 1 worker, 1 GPU: 1.9×",
+        "the slowest two-GPU repeat against 2 workers, 1 GPU: 2.1×",
+    ]
+    assert timing.second_gpu_scoring(runs[::-1]) == headline  # found by placement, not by position
+    faster_shared = [runs[0], _timed(shared, [4.0, 4.1, 4.2]), runs[2]]
+    assert timing.second_gpu_scoring(faster_shared).fastest_one_gpu == 4.0  # the faster control is the control
+
+
+def test_on_one_gpu_the_headline_has_only_the_second_process():
+    one, shared, own = cluster.PLACEMENTS
+    headline = timing.second_gpu_scoring([_timed(one, [4.0]), _timed(shared, [5.0])])
+    assert not headline.two_gpus and headline.lines() == ["a second process on the same GPU, scoring: 0.80×"]
+    with pytest.raises(ValueError, match="no two-GPU cluster ran"):
+        headline.fastest_one_gpu  # noqa: B018 - the property refuses
+    with pytest.raises(ValueError, match="the one-GPU clusters are the controls"):
+        timing.second_gpu_scoring([_timed(own, [1.0]), _timed(one, [2.0])])
+
+
+def test_the_read_is_added_to_the_scoring_as_cautiously_as_the_headline():
+    one, shared, own = cluster.PLACEMENTS
+    runs = [
+        _timed(one, [5.0], read=[0.5, 0.55, 0.6], scoring_run=[6.0, 6.2, 6.4]),
+        _timed(shared, [6.0], read=[0.38, 0.4, 0.49], scoring_run=[6.5, 6.5, 6.6]),
+        _timed(own, [2.0], read=[0.36, 0.4, 0.41], scoring_run=[3.1, 3.2, 3.3]),
+    ]
+    added = timing.second_gpu_with_the_read(runs, "read from disk")
+    assert added.read_alone == pytest.approx(1.0)  # medians: 0.4 against 0.4
+    # the faster one-GPU cluster's fastest read and scoring (one worker: 0.5 + 6.0, not 0.38 + 6.5) over the two
+    # GPUs' slowest (0.41 + 3.3)
+    assert added.together == pytest.approx(6.5 / 3.71)
+    assert added.read_share == pytest.approx(0.4 / 3.6)
+    assert added.lines() == [
+        "the second GPU, read from disk alone (median): 1.0×",
+        "the second GPU, read from disk and scoring added (slowest two-GPU against fastest one-GPU): 1.8×",
+        "the read's share of the two on two GPUs (medians): 11.1%",
+    ]
+    with pytest.raises(ValueError, match="no two-GPU cluster ran"):
+        timing.second_gpu_with_the_read(runs[:2], "read from disk")
+
+
+def test_clusters_start_in_a_mirrored_order_and_each_start_is_checked_against_its_placement():
+    one, shared, own = cluster.PLACEMENTS
+    assert timing.mirrored_order(cluster.PLACEMENTS) == [one, shared, own, own, shared, one]
+    assert timing.mirrored_order(p for p in cluster.PLACEMENTS if p.gpus <= 1) == [one, shared, shared, one]
+    two_on_one = pd.DataFrame({"CUDA_VISIBLE_DEVICES": ["0,1", "0,1"], "CPU cores": ["0-31", "0-15"]})
+    assert cluster.describe_start(shared, two_on_one) == (
+        "2 workers, 1 GPU: a worker on GPU 0 may use 32 cores, a worker on GPU 0 may use 16 cores; "
+        "16 cores open to every worker"
+    )
+    with pytest.raises(ValueError, match="2 workers, 2 GPUs was asked for, but the workers' first GPUs are"):
+        cluster.describe_start(own, two_on_one)  # both workers on GPU 0: not two GPUs
+    with pytest.raises(ValueError, match="did not start as placed"):
+        cluster.describe_start(one, two_on_one)  # one worker asked for, two came
+
+
+def test_the_fine_tuning_effect_is_one_line_per_group_of_recordings():
+    quality = pd.DataFrame(
+        {
+            "recording": ["a", "b", "c", "d"],
+            "ectopic: global model": [0.60, 0.70, 0.50, 0.80],
+            "ectopic: fine-tuned model": [0.70, 0.65, 0.60, 0.80],
+        }
+    )
+    assert scoring.fine_tuning_effect(quality, "ectopic-heavy") == (
+        "ectopic-heavy: median +0.050, from -0.050 to +0.100; lowered on 1 of 4"
+    )
+    assert scoring.fine_tuning_effect(quality.iloc[[1]], "one").endswith("from -0.050 to -0.050; lowered on 1 of 1")
+    with pytest.raises(ValueError, match="0 recordings"):
+        scoring.fine_tuning_effect(quality.iloc[[]], "none")
+    unjudged = quality.assign(**{"ectopic: global model": [0.6, float("nan"), 0.5, 0.8]})
+    with pytest.raises(ValueError, match="1 without an ectopic AUROC"):
+        scoring.fine_tuning_effect(unjudged, "light")
+
+
+class FakeFincore:
+    """Answers as ``fincore --json --bytes --output RES,FILE`` would, each call from the next of ``answers`` (the
+    share of every file resident), and keeps the commands it was given."""
+
+    def __init__(self, *answers):
+        self.answers, self.commands = list(answers), []
+
+    def __call__(self, command, **_):
+        self.commands.append(command)
+        share = self.answers.pop(0)
+        files = command[command.index("RES,FILE") + 1 :]
+        rows = [{"res": int(share * os.path.getsize(name)), "file": name} for name in files]
+        return subprocess.CompletedProcess(command, 0, json.dumps({"fincore": rows}), "")
+
+
+def test_the_page_drop_is_counted_file_by_file_beside_the_flush_alone(tmp_path):
+    paths = [tmp_path / "a.csv", tmp_path / "b.csv"]
+    paths[0].write_bytes(b"1" * 4096)
+    paths[1].write_bytes(b"2" * 8192)
+    fincore = FakeFincore(1.0, 1.0, 0.25)  # read in whole, still whole when flushed, a quarter left when dropped
+    drop = host.measure_page_drop(paths, run=fincore)
+    assert drop == host.PageDrop(size=12288, read_in=12288, flushed=12288, dropped=3072)
+    assert drop.fell_when_flushed == 0 and drop.fell_when_dropped == 9216
+    assert len(fincore.commands) == 3 and all("--bytes" in command for command in fincore.commands)
+    assert fincore.commands[0][-2:] == [str(p) for p in paths]  # each file by its own name
+    # a flush that let the pages go would show as a fall of the control, and a failed drop as no fall
+    failed = host.measure_page_drop(paths, run=FakeFincore(1.0, 0.5, 0.5))
+    assert failed.fell_when_flushed == 6144 and failed.fell_when_dropped == 0
+    with pytest.raises(ValueError, match="at least one file"):
+        host.measure_page_drop([])
+
+
+def test_fincore_missing_or_failing_is_said_plainly(tmp_path, monkeypatch):
+    path = tmp_path / "a.csv"
+    path.write_bytes(b"1" * 100)
+    assert host.resident_bytes([]) == {}
+
+    def fails(command, **_):
+        return subprocess.CompletedProcess(command, 1, "", "fincore: failed to open: x.csv: No such file")
+
+    with pytest.raises(RuntimeError, match="No such file"):
+        host.resident_bytes([path], run=fails)
+
+    def forgets(command, **_):
+        return subprocess.CompletedProcess(command, 0, json.dumps({"fincore": []}), "")
+
+    with pytest.raises(RuntimeError, match="reported no residency for"):
+        host.resident_bytes([path], run=forgets)
+    monkeypatch.setattr(host.shutil, "which", lambda name: None)
+    with pytest.raises(FileNotFoundError, match="install util-linux"):
+        host.resident_bytes([path])
+
+
+def test_a_real_file_leaves_the_page_cache_when_dropped_and_stays_when_only_flushed(tmp_path):
+    if shutil.which("fincore") is None:
+        pytest.skip("no fincore here (util-linux 2.30 or later has it)")
+    if host.filesystem_of(tmp_path) in ("tmpfs", "ramfs"):
+        pytest.skip(f"{tmp_path} is on {host.filesystem_of(tmp_path)}: a file there lives in memory, nothing drops")
+    path = tmp_path / "recording.csv"
+    path.write_bytes(os.urandom(4 * 2**20))
+    for _ in range(2):  # the second time, the file comes back into the cache only by measure_page_drop's read
+        drop = host.measure_page_drop([path])
+        assert drop.size == 4 * 2**20 and drop.read_in >= 0.9 * drop.size
+        assert drop.fell_when_dropped >= drop.size / 2 and drop.fell_when_flushed < drop.size / 2
+    assert host.resident_bytes([path]) == {str(path): drop.dropped}

@@ -7,7 +7,8 @@
   ``workers_per_gpu`` puts several workers on one GPU (:func:`share_each_worker_s_device`, their memory limits
   divided by :func:`shared_limits`);
 - :func:`worker_devices` shows which GPU and which CPU cores each worker has (:func:`describe_cores`, read back by
-  :func:`parse_cores`);
+  :func:`parse_cores`), and :func:`describe_start` checks a cluster just started against its placement and says
+  it in one line;
 - :func:`available_transports` says whether UCX can be tried here;
 - :data:`MULTICAST_OFF` keeps NVLink multicast off in the processes the chapter starts with their own environment.
 """
@@ -225,3 +226,27 @@ def worker_devices(client):
     names = {address: info["name"] for address, info in client.scheduler_info()["workers"].items()}
     rows = sorted(({"worker": names[address]} | row for address, row in seen.items()), key=lambda r: str(r["worker"]))
     return pd.DataFrame(rows).set_index("worker")
+
+
+def describe_start(placement: Placement, devices) -> str:
+    """One line on a cluster just started for ``placement``: the GPU of each worker (the first of its
+    ``CUDA_VISIBLE_DEVICES``) and how many CPU cores it may run on, then how many cores are open to every worker;
+    ``devices`` is :func:`worker_devices`'s table. Raises ``ValueError`` where the workers are not
+    ``placement.workers`` on ``placement.gpus`` GPUs: a cluster that did not start as asked measures something else.
+
+    >>> seen = pd.DataFrame({"CUDA_VISIBLE_DEVICES": ["0,1", "1,0"], "CPU cores": ["0-7", "4-11"]})
+    >>> print(describe_start(Placement(2), seen))
+    2 workers, 2 GPUs: a worker on GPU 0 may use 8 cores, a worker on GPU 1 may use 8 cores;
+    4 cores open to every worker
+    """
+    first = devices["CUDA_VISIBLE_DEVICES"].str.split(",").str[0]
+    if len(devices) != placement.workers or first.nunique() != placement.gpus:
+        raise ValueError(
+            f"{placement.label} was asked for, but the workers' first GPUs are {list(first)}: "
+            "the cluster did not start as placed"
+        )
+    allowed = [parse_cores(cores) for cores in devices["CPU cores"]]
+    each = ", ".join(
+        f"a worker on GPU {gpu} may use {len(cores)} cores" for gpu, cores in zip(first, allowed, strict=True)
+    )
+    return f"{placement.label}: {each}; {len(set.intersection(*allowed))} cores open to every worker"

@@ -2,14 +2,19 @@
 
 - :func:`drop_from_page_cache` makes the next read of a file come from the disk, and :func:`time_cold` times a
   run with every file dropped first;
-- :func:`page_cache_bytes` (the control of the drop) and :func:`filesystem_of` (is there a disk at all?) read the
-  kernel's counters through psutil.
+- :func:`resident_bytes` counts each file's bytes in the page cache (util-linux's ``fincore``), and
+  :func:`measure_page_drop` checks the drop with it, beside its control (the files flushed, not dropped);
+- :func:`filesystem_of` (is there a disk at all?) reads the kernel's mounts through psutil.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
+import subprocess
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from support.bench import Timing
@@ -34,16 +39,87 @@ def drop_from_page_cache(path, *, advise: bool = True) -> int:
         os.close(descriptor)
 
 
-def page_cache_bytes() -> int:
-    """The bytes the kernel holds in its page cache now (psutil's ``cached``: on Linux ``Cached`` plus the
-    reclaimable slab, ``SReclaimable``, of ``/proc/meminfo``; machine-wide, also inside a container): the
-    control of :func:`drop_from_page_cache`, which should make it fall."""
-    import psutil
+def resident_bytes(paths, *, run=None) -> dict[str, int]:
+    """How many bytes of each file of ``paths`` lie in this machine's page cache now, by path (as text), as
+    util-linux's ``fincore`` counts them: the pages of that file alone, whatever else the host caches.
 
-    memory = psutil.virtual_memory()
-    if not hasattr(memory, "cached"):
-        raise ValueError("this system reports no page cache (psutil has no 'cached' here): is this Linux?")
-    return int(memory.cached)
+    ``run`` runs fincore's command line (:func:`subprocess.run` by default; a test passes a stand-in that answers
+    as fincore would). Raises ``FileNotFoundError`` where fincore is not installed, and ``RuntimeError`` with
+    fincore's own message where it fails (a file that is not there).
+
+    >>> def fincore(command, **_):  # what fincore --json prints for two files
+    ...     rows = [{"res": 4096 * k, "file": name} for k, name in enumerate(command[-2:], 1)]
+    ...     return subprocess.CompletedProcess(command, 0, json.dumps({"fincore": rows}), "")
+    >>> resident_bytes(["a.csv", "b.csv"], run=fincore)
+    {'a.csv': 4096, 'b.csv': 8192}
+    """
+    paths = [str(path) for path in paths]
+    if not paths:
+        return {}
+    if run is None:
+        if shutil.which("fincore") is None:
+            raise FileNotFoundError(
+                "fincore is not installed here: it counts a file's pages in the page cache; install util-linux "
+                "(apt-get install util-linux, dnf install util-linux), which has it since version 2.30"
+            )
+        run = subprocess.run
+    command = ["fincore", "--json", "--bytes", "--output", "RES,FILE", *paths]
+    done = run(command, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"fincore failed (exit status {done.returncode}): {done.stderr.strip()}")
+    resident = {str(row["file"]): int(row["res"]) for row in json.loads(done.stdout)["fincore"]}
+    missing = [path for path in paths if path not in resident]
+    if missing:
+        raise RuntimeError(f"fincore reported no residency for {missing}: it printed {done.stdout.strip()!r}")
+    return {path: resident[path] for path in paths}
+
+
+@dataclass(frozen=True)
+class PageDrop:
+    """The bytes of some files in the page cache (:func:`resident_bytes`, summed over the files) after each step of
+    :func:`measure_page_drop`, beside the files' size."""
+
+    size: int  # the files' bytes on disk, all together
+    read_in: int  # resident after every file was read through
+    flushed: int  # after each was flushed (fsync) without the advice: the control
+    dropped: int  # after each was dropped (fsync, then POSIX_FADV_DONTNEED)
+
+    @property
+    def fell_when_flushed(self) -> int:
+        """How far the resident bytes fell when the files were only flushed (0 if they rose)."""
+        return max(self.read_in - self.flushed, 0)
+
+    @property
+    def fell_when_dropped(self) -> int:
+        """How far the resident bytes fell when the files were dropped after the flush (0 if they rose)."""
+        return max(self.flushed - self.dropped, 0)
+
+
+def measure_page_drop(paths, *, run=None) -> PageDrop:
+    """Check :func:`drop_from_page_cache` on the files of ``paths`` by each file's own pages: read every file
+    through (into the page cache), flush each without the advice (``advise=False``, the control: its pages stay
+    cached), then drop each (``advise=True``), counting the files' resident bytes (:func:`resident_bytes`, with
+    ``run``) after each step. A drop that worked leaves the files' resident bytes far below their size, and the
+    flush alone does not move them; on ``tmpfs`` neither does (a file there lives in memory)."""
+    paths = [Path(path) for path in paths]
+    if not paths:
+        raise ValueError("name at least one file whose pages to drop")
+    size = sum(path.stat().st_size for path in paths)
+    for path in paths:  # read through in blocks: every page of the file in the cache, none of it kept here
+        with open(path, "rb") as file:
+            while file.read(1 << 20):
+                pass
+
+    def resident() -> int:
+        return sum(resident_bytes(paths, run=run).values())
+
+    read_in = resident()
+    for path in paths:
+        drop_from_page_cache(path, advise=False)
+    flushed = resident()
+    for path in paths:
+        drop_from_page_cache(path)
+    return PageDrop(size, read_in, flushed, resident())
 
 
 def filesystem_of(path, partitions=None) -> str:

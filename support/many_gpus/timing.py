@@ -3,10 +3,13 @@
 - :func:`measure_stages` times the reads (from disk and from the page cache), the scoring and both rankings on
   one cluster, with the bytes the workers sent, each worker's load, every task's duration and each GPU's
   utilisation while the workers scored: a :class:`ScalingRun`;
-- :func:`pool_runs` pools the runs of each placement (clusters started in a mirrored order);
+- :func:`mirrored_order` is the order the clusters start in (A B C C B A), and :func:`pool_runs` pools the runs of
+  each placement;
 - :func:`scaling_table` and :func:`spread_table` set them side by side; :func:`second_gpu_speedup` bounds what the
   second GPU buys against two workers on one;
 - :func:`job_bounds` bounds a job made of several stages (the read, then the scoring) from its stages' repeats;
+- :func:`second_gpu_scoring` gathers the inputs of the chapter's headline (the second GPU against both one-GPU
+  clusters, on scoring), and :func:`second_gpu_with_the_read` adds the read to the scoring;
 - :func:`task_table` and :func:`task_median` set a recording's scoring task beside its read task.
 """
 
@@ -20,7 +23,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from support.bench import Timing, format_ratio, format_seconds, time_wall
-from support.many_gpus.cluster import Placement
+from support.many_gpus.cluster import PLACEMENTS, Placement
 from support.many_gpus.host import time_cold
 from support.many_gpus.models import GlobalModel
 from support.many_gpus.ranking import bytes_between_workers, rank_every_beat, rank_recordings, summaries_and_bytes
@@ -211,7 +214,8 @@ def scaling_table(runs):
     """The stages side by side on every cluster of ``runs`` (a sequence of :class:`ScalingRun`: median times), and
     the bytes the workers sent during each ranking on the last (to each other and to the notebook: a worker counts
     both alike; a stage only where every run timed it); where the last two runs are as many workers on fewer GPUs
-    and on more, also the second GPU's speed-up by median (:func:`second_gpu_speedup`). A pandas DataFrame."""
+    and on more, also the second GPU's speed-up by median (:func:`second_gpu_speedup`), in a column named for the
+    cluster it divides: ``"speed-up vs 2 workers, 1 GPU"``. A pandas DataFrame."""
     *_, last = runs
     pair = runs[-2:] if len(runs) > 1 else []
     compared = bool(pair) and pair[0].workers == last.workers and pair[0].placement.gpus < last.placement.gpus
@@ -219,8 +223,8 @@ def scaling_table(runs):
     for stage in (s for s in STAGES if all(s in run.timings for run in runs)):  # what every cluster timed
         row = {"stage": stage} | {run.placement.label: format_seconds(run.timings[stage].median) for run in runs}
         if compared:
-            row["second GPU"] = format_ratio(second_gpu_speedup(*pair, stage)["median"])
-        row[f"sent by the workers, to each other and to the notebook ({last.placement.label})"] = (
+            row[f"speed-up vs {pair[0].placement.label}"] = format_ratio(second_gpu_speedup(*pair, stage)["median"])
+        row[f"sent by the workers ({last.placement.label})"] = (
             describe_bytes(last.sent[stage]) if stage in last.sent else ""
         )
         rows.append(row)
@@ -243,6 +247,18 @@ def spread_table(runs, stage: str):
             }
         )
     return pd.DataFrame(rows).set_index("cluster")
+
+
+def mirrored_order(placements) -> list:
+    """``placements`` in order, then again in reverse (A B C C B A): the order to start the clusters in. Whatever
+    drifts over the run (a warming GPU, a filling page cache) then falls on every placement alike, early and
+    late, and :func:`pool_runs` pools each placement's starts.
+
+    >>> mirrored_order("ABC")
+    ['A', 'B', 'C', 'C', 'B', 'A']
+    """
+    placements = list(placements)
+    return placements + placements[::-1]
 
 
 def pool_runs(runs) -> list[ScalingRun]:
@@ -309,3 +325,115 @@ def task_table(runs):
         row |= {f"scoring / read ({kind})": format_ratio(medians["score"] / medians[kind]) for kind in reads}
         rows.append(row)
     return pd.DataFrame(rows).set_index("cluster")
+
+
+#: The stage the headline compares: scoring, as the workers' task stream timed it (without the notebook's part).
+SCORING = STAGES[4]
+
+
+def _by_placement(runs) -> tuple[ScalingRun, ScalingRun, ScalingRun | None]:
+    """The runs of one worker on one GPU, of two on one GPU and of two on two GPUs (None where it did not run),
+    from pooled ``runs``."""
+    found = {run.placement: run for run in runs}
+    one, shared, own = PLACEMENTS
+    missing = [p.label for p in (one, shared) if p not in found]
+    if missing:
+        raise ValueError(f"the one-GPU clusters are the controls: measure {missing} (runs of {list(found)} given)")
+    return found[one], found[shared], found.get(own)
+
+
+@dataclass(frozen=True)
+class SecondGpuScoring:
+    """The inputs of the chapter's headline, on scoring (:data:`SCORING`): what a second process gained on one GPU
+    (``process_gain``: one worker alone over two on one GPU, medians), and where two GPUs ran, what the second
+    GPU gained against two workers on one GPU as the repeats bound it (``bounds``, :func:`second_gpu_speedup`),
+    the slowest two-GPU repeat (``slowest_two_gpus``) and the fastest repeat of each one-GPU cluster
+    (``fastest_repeats``, by label): the claim's value and its control."""
+
+    process_gain: float
+    bounds: dict[str, float] | None = None
+    slowest_two_gpus: float | None = None
+    fastest_repeats: dict[str, float] = dataclasses.field(default_factory=dict)
+
+    @property
+    def two_gpus(self) -> bool:
+        """Whether a two-GPU cluster ran."""
+        return self.bounds is not None
+
+    @property
+    def fastest_one_gpu(self) -> float:
+        """The fastest repeat of either one-GPU cluster: the control of the second GPU's claim."""
+        if not self.fastest_repeats:
+            raise ValueError("no two-GPU cluster ran: there is no second GPU to set against the one-GPU clusters")
+        return min(self.fastest_repeats.values())
+
+    def lines(self) -> list[str]:
+        """The lines the chapter prints: the second process, then (with two GPUs) the second GPU's bounds against
+        two workers on one GPU and the slowest two-GPU repeat against each one-GPU cluster's fastest."""
+        lines = [f"a second process on the same GPU, scoring: {format_ratio(self.process_gain)}"]
+        if self.two_gpus:
+            bounds = ", ".join(f"{name} {format_ratio(value)}" for name, value in self.bounds.items())
+            lines.append(f"the second GPU against two workers on one, scoring: {bounds}")
+            lines += [
+                f"the slowest two-GPU repeat against {label}: {format_ratio(fastest / self.slowest_two_gpus)}"
+                for label, fastest in self.fastest_repeats.items()
+            ]
+        return lines
+
+
+def second_gpu_scoring(runs) -> SecondGpuScoring:
+    """What a second process on one GPU, and a second GPU, did to scoring (:data:`SCORING`) in pooled ``runs`` (one
+    per placement of :data:`~support.many_gpus.cluster.PLACEMENTS`; the two-GPU one may be missing, on a machine
+    with one GPU): a :class:`SecondGpuScoring`."""
+    one, shared, own = _by_placement(runs)
+    process_gain = one.timings[SCORING].median / shared.timings[SCORING].median
+    if own is None:
+        return SecondGpuScoring(process_gain)
+    return SecondGpuScoring(
+        process_gain,
+        second_gpu_speedup(shared, own, SCORING),
+        own.timings[SCORING].max,
+        {run.placement.label: run.timings[SCORING].min for run in (one, shared)},
+    )
+
+
+@dataclass(frozen=True)
+class ReadAndScoring:
+    """The second GPU on a read (``read``, a stage of :data:`STAGES`) and the scoring after it: the read alone
+    against two workers on one GPU (``read_alone``, medians), the two added as the repeats bound them
+    (``together``: either one-GPU cluster's fastest job over the two-GPU cluster's slowest, :func:`job_bounds`),
+    and the read's share of the two on two GPUs (``read_share``, medians)."""
+
+    read: str
+    read_alone: float
+    together: float
+    read_share: float
+
+    def lines(self) -> list[str]:
+        """The lines the chapter prints, one per figure."""
+        return [
+            f"the second GPU, {self.read} alone (median): {format_ratio(self.read_alone)}",
+            f"the second GPU, {self.read} and scoring added (slowest two-GPU "
+            f"against fastest one-GPU): {format_ratio(self.together)}",
+            f"the read's share of the two on two GPUs (medians): {self.read_share:.1%}",
+        ]
+
+
+def second_gpu_with_the_read(runs, read: str) -> ReadAndScoring:
+    """The second GPU on ``read`` (``"read from disk"``, or ``"read from the page cache"`` where no disk was
+    timed) and on the read and the scoring (``"score every recording"``, as the notebook timed it) added, in
+    pooled ``runs`` with a two-GPU cluster: a :class:`ReadAndScoring`. The stages were timed one after the other,
+    not as one job, so the sum takes the same cautious pair as the headline: the two-GPU cluster at its slowest
+    against either one-GPU cluster at its fastest."""
+    one, shared, own = _by_placement(runs)
+    if own is None:
+        raise ValueError("no two-GPU cluster ran: measure one to set the read beside the scoring on two GPUs")
+    job = [read, STAGES[3]]
+    fastest_one_gpu = min(job_bounds(run, job)["fastest"] for run in (one, shared))
+    read_time, score_time = (own.timings[stage].median for stage in job)
+    return ReadAndScoring(
+        read,
+        second_gpu_speedup(shared, own, read)["median"],
+        fastest_one_gpu / job_bounds(own, job)["slowest"],
+        read_time / (read_time + score_time),
+    )
