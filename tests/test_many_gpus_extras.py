@@ -363,15 +363,31 @@ def test_fincore_missing_or_failing_is_said_plainly(tmp_path, monkeypatch):
 
     with pytest.raises(RuntimeError, match="reported no residency for"):
         host.resident_bytes([path], run=forgets)
-    monkeypatch.setattr(host.shutil, "which", lambda name: None)
-    with pytest.raises(FileNotFoundError, match="install util-linux"):
-        host.resident_bytes([path])
+    monkeypatch.setattr(host.shutil, "which", lambda name: None)  # no fincore: the system call it makes counts
+    assert host.resident_bytes([path]) == {str(path): host.mincore_bytes(path)}
+
+
+def test_the_system_call_counts_a_file_s_pages_as_fincore_does(tmp_path):
+    if host.filesystem_of(tmp_path) in ("tmpfs", "ramfs"):
+        pytest.skip(f"{tmp_path} is on {host.filesystem_of(tmp_path)}: a file there lives in memory, nothing drops")
+    path = tmp_path / "recording.csv"
+    path.write_bytes(os.urandom(3 * 2**20))
+    path.read_bytes()
+    host.drop_from_page_cache(path, advise=False)
+    assert host.mincore_bytes(path) >= 0.9 * 3 * 2**20  # read in, flushed: still cached
+    if shutil.which("fincore") is not None:
+        assert host.resident_bytes([path]) == {str(path): host.mincore_bytes(path)}
+    host.drop_from_page_cache(path)
+    assert host.mincore_bytes(path) < 3 * 2**20 / 2  # dropped
+    if shutil.which("fincore") is not None:
+        assert host.resident_bytes([path]) == {str(path): host.mincore_bytes(path)}
+    empty = tmp_path / "empty.csv"
+    empty.touch()
+    assert host.mincore_bytes(empty) == 0
 
 
 def test_a_real_file_leaves_the_page_cache_when_dropped_and_stays_when_only_flushed(tmp_path):
-    if shutil.which("fincore") is None:
-        pytest.skip("no fincore here (util-linux 2.30 or later has it)")
-    if host.filesystem_of(tmp_path) in ("tmpfs", "ramfs"):
+    if host.filesystem_of(tmp_path) in ("tmpfs", "ramfs"):  # without fincore, its system call counts
         pytest.skip(f"{tmp_path} is on {host.filesystem_of(tmp_path)}: a file there lives in memory, nothing drops")
     path = tmp_path / "recording.csv"
     path.write_bytes(os.urandom(4 * 2**20))

@@ -2,14 +2,17 @@
 
 - :func:`drop_from_page_cache` makes the next read of a file come from the disk, and :func:`time_cold` times a
   run with every file dropped first;
-- :func:`resident_bytes` counts each file's bytes in the page cache (util-linux's ``fincore``), and
+- :func:`resident_bytes` counts each file's bytes in the page cache (util-linux's ``fincore``, or the system call
+  it makes where it is missing: :func:`mincore_bytes`), and
   :func:`measure_page_drop` checks the drop with it, beside its control (the files flushed, not dropped);
 - :func:`filesystem_of` (is there a disk at all?) reads the kernel's mounts through psutil.
 """
 
 from __future__ import annotations
 
+import ctypes
 import json
+import mmap
 import os
 import shutil
 import subprocess
@@ -41,11 +44,13 @@ def drop_from_page_cache(path, *, advise: bool = True) -> int:
 
 def resident_bytes(paths, *, run=None) -> dict[str, int]:
     """How many bytes of each file of ``paths`` lie in this machine's page cache now, by path (as text), as
-    util-linux's ``fincore`` counts them: the pages of that file alone, whatever else the host caches.
+    util-linux's ``fincore`` counts them: the pages of that file alone, whatever else the host caches. Where
+    ``fincore`` is not installed (Debian and Ubuntu ship it in ``util-linux-extra``, which minimal images lack),
+    the same count comes from the system call it makes (:func:`mincore_bytes`).
 
     ``run`` runs fincore's command line (:func:`subprocess.run` by default; a test passes a stand-in that answers
-    as fincore would). Raises ``FileNotFoundError`` where fincore is not installed, and ``RuntimeError`` with
-    fincore's own message where it fails (a file that is not there).
+    as fincore would). Raises ``RuntimeError`` with fincore's own message where it fails (a file that is not
+    there).
 
     >>> def fincore(command, **_):  # what fincore --json prints for two files
     ...     rows = [{"res": 4096 * k, "file": name} for k, name in enumerate(command[-2:], 1)]
@@ -58,10 +63,7 @@ def resident_bytes(paths, *, run=None) -> dict[str, int]:
         return {}
     if run is None:
         if shutil.which("fincore") is None:
-            raise FileNotFoundError(
-                "fincore is not installed here: it counts a file's pages in the page cache; install util-linux "
-                "(apt-get install util-linux, dnf install util-linux), which has it since version 2.30"
-            )
+            return {path: mincore_bytes(path) for path in paths}
         run = subprocess.run
     command = ["fincore", "--json", "--bytes", "--output", "RES,FILE", *paths]
     done = run(command, capture_output=True, text=True, check=False)
@@ -72,6 +74,34 @@ def resident_bytes(paths, *, run=None) -> dict[str, int]:
     if missing:
         raise RuntimeError(f"fincore reported no residency for {missing}: it printed {done.stdout.strip()!r}")
     return {path: resident[path] for path in paths}
+
+
+def mincore_bytes(path) -> int:
+    """The bytes of the file at ``path`` in the page cache, counted as ``fincore`` counts them: the file mapped
+    read-only (which reads nothing in), then Linux's ``mincore`` asked which of its pages are resident, times the
+    page size. For :func:`resident_bytes` where ``fincore`` is missing; Linux only."""
+    size = os.path.getsize(path)
+    if size == 0:
+        return 0
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p]
+    descriptor = os.open(path, os.O_RDONLY)
+    try:
+        address = libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, descriptor, 0)
+        if address in (None, ctypes.c_void_p(-1).value):
+            raise OSError(ctypes.get_errno(), f"mmap of {path} failed")
+        try:
+            pages = ctypes.create_string_buffer((size + mmap.PAGESIZE - 1) // mmap.PAGESIZE)
+            if libc.mincore(address, size, pages):
+                raise OSError(ctypes.get_errno(), f"mincore of {path} failed")
+            return sum(byte & 1 for byte in pages.raw) * mmap.PAGESIZE
+        finally:
+            libc.munmap(address, size)
+    finally:
+        os.close(descriptor)
 
 
 @dataclass(frozen=True)
