@@ -13,6 +13,7 @@ module          what                                                            
 ``evidence``    the claims on record, the page Claims and evidence                    ``make compare``
 ``workshop``    the participant edition                                               ``make workshop``
 ``rehearse``    a workshop's seats run at once under MPS, and their records           ``make rehearse``
+``room``        a room's servers, one a seat, one kernel each (``room_kernels``)      ``python -m ...room``
 ``plan``        the teacher's plan of one agenda, paced by the rehearsals, as a file  ``make workshop``
 ``diagrams``    the explanatory pictures in ``chapters/diagrams/``                    ``make diagrams``
 ``regenerate``  every generated file rewritten from the records                       ``make regenerate``
