@@ -10,6 +10,7 @@ agenda's chapters teaches (objectives and key points, the teachers' page's own p
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 
@@ -43,6 +44,42 @@ def what_each_teaches(chapters: list[str], page: Path = TEACHERS_PAGE) -> list[s
             raise ValueError(f"the teachers' page says nothing of {chapter} under 'What each chapter teaches'")
         found.append(match[0])
     return found
+
+
+def objectives(paragraph: str) -> list[tuple[str, str]]:
+    """The objectives of one paragraph of :func:`what_each_teaches`, each with the section that teaches it: the
+    paragraph writes them ``Objectives: do this (in *Section*); do that (in *Other section*). Key points: ...``,
+    the section by its title or the title's beginning. An objective without its section is refused, so that a
+    new objective says where the room meets it.
+
+    >>> objectives("**1. X.** Objectives: time a copy (in *The cost*); find it (in *Proof*). Key points: y.")
+    [('time a copy', 'The cost'), ('find it', 'Proof')]
+    """
+    if "Objectives:" not in paragraph:
+        return []
+    listed = paragraph.split("Objectives:", 1)[1].split("Key points:", 1)[0].strip().rstrip(".")
+    found = []
+    for item in (part.strip() for part in listed.split(";")):
+        match = re.fullmatch(r"(.+?)\s*\(in\s+\*([^*]+)\*\)", item, flags=re.S)
+        if match is None:
+            raise ValueError(f"an objective without its section, '(in *Section*)': {item!r}")
+        found.append((" ".join(match[1].split()), " ".join(match[2].split())))
+    return found
+
+
+def reached(chapter: dict, paragraph: str) -> tuple[list[str], list[str]]:
+    """The objectives of ``paragraph`` (:func:`objectives`) that ``chapter`` (a slot's
+    :func:`booktools.teaching.chapter_plan`) discusses or live-codes, and those whose section it only runs through
+    or reads: what the agenda reaches, and what it leaves to the book. Raises ValueError for a section the
+    chapter does not have."""
+    how = {part["section"]: part["how"] for part in chapter["parts"]}
+    discussed, left = [], []
+    for objective, section in objectives(paragraph):
+        titles = [title for title in how if title.startswith(section)]
+        if not titles:
+            raise ValueError(f"{chapter['chapter']} has no section '{section}' (objective: {objective})")
+        (discussed if how[titles[0]].startswith("live") else left).append(objective)
+    return discussed, left
 
 
 def cell_number(chapter: str, text: str, folder: Path = CHAPTERS) -> int | None:
@@ -83,7 +120,24 @@ def plan_text(agenda: str) -> str:
     rehearsals = rehearse.load()
     body = teaching.agenda_text(agenda, rehearsals=rehearsals)  # refuses an agenda it does not know
     chapters = list(agendas.AGENDAS[agenda])
-    teaches = "\n\n".join(what_each_teaches(chapters))
+    plans = {
+        slot["chapter"]["chapter"]: slot["chapter"]
+        for slot in teaching.agenda_plan(agenda, rehearsals=rehearsals)
+        if slot["chapter"] is not None
+    }
+    paragraphs = []
+    for chapter, paragraph in zip(chapters, what_each_teaches(chapters), strict=True):
+        discussed, left = reached(plans[chapter], paragraph)
+        if left:
+            paragraph += (
+                "\n\n*In this agenda*, discussed: "
+                + ("; ".join(discussed) or "none")
+                + ". *Left to the book* (their sections are run through, not discussed): "
+                + "; ".join(left)
+                + "."
+            )
+        paragraphs.append(paragraph)
+    teaches = "\n\n".join(paragraphs)
     stops = what_may_stop_the_room(chapters, rehearsals) or ["- none in the rehearsals on record"]
     return (
         f"# The plan of the {agenda} agenda (from the teachers' page)\n\n```text\n{body}\n```\n\n"

@@ -276,13 +276,44 @@ def chapter_sections(chapter: str, folder: Path | None = None) -> list[dict]:
                         "exercise": exercise,
                         "setup": False,
                         "later": exercise and points_later(cell.source, chapter),
+                        "text": "",
                     }
                 )
+            if parts:
+                parts[-1]["text"] += cell.source + "\n"
         elif parts:
             if parts[-1]["cells"] == 0:
                 parts[-1]["setup"] = sets_up(cell.source)
             parts[-1]["cells"] += 1
+            parts[-1]["text"] += cell.source + "\n"
     return parts
+
+
+def tools_named(prompt: str) -> list[str]:
+    """The code names an exercise's prompt writes in backticks (``traffic.TrafficMeter``, ``time_cuda``), in order,
+    once each: the tools it asks the room to use.
+
+    >>> tools_named("Find where with `traffic.TrafficMeter`, then `time_cuda` it; `traffic.TrafficMeter` again")
+    ['traffic.TrafficMeter', 'time_cuda']
+    """
+    return list(dict.fromkeys(re.findall(r"`([A-Za-z_][\w.]*)`", prompt)))
+
+
+def where_met(parts: Sequence[dict], exercise: dict) -> dict[str, str]:
+    """For each tool ``exercise`` (a part of :func:`chapter_sections`) names (:func:`tools_named`), the title of the
+    first section before it, not an exercise, whose text or code mentions it: where the room meets the tool. A
+    tool the exercise defines itself (``def tool`` or ``tool =`` in its cells), or no earlier section mentions as a
+    name of its own (``torch.as_tensor`` is not ``as_tensor``), is left out."""
+    before = [part for part in parts[: parts.index(exercise)] if not part["exercise"]]
+    met = {}
+    for tool in tools_named(exercise["text"]):
+        if re.search(rf"^\s*(def {re.escape(tool)}\b|{re.escape(tool)}\s*=)", exercise["text"], flags=re.M):
+            continue
+        named = re.compile(rf"(?<![\w.]){re.escape(tool)}\b")
+        section = next((part for part in before if named.search(part["text"])), None)
+        if section is not None:
+            met[tool] = section["title"]
+    return met
 
 
 def chapter_plan(chapter: str, minutes: float, run_seconds: float, folder: Path | None = None) -> dict:
@@ -292,7 +323,9 @@ def chapter_plan(chapter: str, minutes: float, run_seconds: float, folder: Path 
     :data:`EXERCISE_MINUTES`; not one that links to a later chapter while another is there) if it fits; then
     sections from the top are discussed, and the first cell of each discussed section is live-coded (not a set-up
     cell: :func:`sets_up`), while the slot holds them. Returns the parts (section, cells, how, minutes), the
-    exercise (or None), the planned minutes and the slot's."""
+    exercise (or None), the tools it names that the room meets only in a section run through, not discussed
+    (``exercise needs``: tool → section, :func:`where_met`: show that section's output before the exercise), the
+    planned minutes and the slot's."""
     parts = chapter_sections(chapter, folder)
     code_cells = sum(part["cells"] for part in parts if not part["exercise"])
     per_cell = run_seconds / max(code_cells, 1)
@@ -329,6 +362,8 @@ def chapter_plan(chapter: str, minutes: float, run_seconds: float, folder: Path 
                 break
             spent += cost(section) - before
     rows = []
+    run_through = {section["title"] for section in sections if not section["discussed"]}
+    needs = {} if chosen is None else {t: s for t, s in where_met(parts, chosen).items() if s in run_through}
     for section in sections:
         if section["discussed"]:
             how = f"live {section['live']}, talk {section['cells'] - section['live']}"
@@ -339,6 +374,7 @@ def chapter_plan(chapter: str, minutes: float, run_seconds: float, folder: Path 
         "chapter": chapter,
         "parts": rows,
         "exercise": None if chosen is None else chosen["title"],
+        "exercise needs": needs,
         "exercises": len(exercises),
         "exercise minutes": exercise_seconds / 60,
         "planned minutes": spent / 60,
@@ -426,5 +462,12 @@ def agenda_text(
             lines.append(f"{'':16}{label:<41}{part['cells']:>4}  {part['how']:<16}{part['min']:>5.1f}")
         exercise = chapter["exercise"] or ("none fits this slot" if chapter["exercises"] else "none in this chapter")
         lines.append(f"{'':16}exercise: {exercise} ({chapter['exercise minutes']:.0f} min)")
+        for tool, section in chapter["exercise needs"].items():
+            lines += textwrap.wrap(
+                f'it uses {tool}, met in "{section}", run through here: show that section\'s output first',
+                CODE_COLUMNS,
+                initial_indent=" " * 18,
+                subsequent_indent=" " * 20,
+            )
         lines.append(f"{'':16}planned {chapter['planned minutes']:.1f} of {chapter['slot minutes']} min")
     return "\n".join(lines)

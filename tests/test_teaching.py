@@ -286,3 +286,35 @@ def test_set_up_cells_are_never_the_ones_live_coded():
 )
 def test_a_set_up_cell_is_one_that_calls_the_set_up_itself(source, expected):
     assert teaching.sets_up(source) is expected
+
+
+def test_an_exercise_s_tool_met_in_a_section_run_through_is_named_for_the_teacher_to_show(tmp_path):
+    chapter = nbformat.v4.new_notebook()
+    chapter.cells = [nbformat.v4.new_markdown_cell("# A chapter")]
+    chapter.cells += [nbformat.v4.new_markdown_cell("## First"), nbformat.v4.new_code_cell("x = 1")]
+    chapter.cells.append(nbformat.v4.new_markdown_cell("## The meter"))
+    chapter.cells += [nbformat.v4.new_code_cell("meter = traffic.TrafficMeter()") for _ in range(10)]
+    chapter.cells += [
+        nbformat.v4.new_markdown_cell(
+            "```{exercise-start}\n:label: ex-a\n```\n**Find the copy.** Find where `leaky` copies "
+            "with `traffic.TrafficMeter`."
+        ),
+        nbformat.v4.new_code_cell("def leaky(x):\n    return x\n\n\nmeter = traffic.TrafficMeter"),
+        nbformat.v4.new_markdown_cell("```{exercise-end}\n```"),
+    ]
+    nbformat.write(chapter, tmp_path / "01_a.ipynb")
+    parts = teaching.chapter_sections("01_a", tmp_path)
+    exercise = next(part for part in parts if part["exercise"])
+    assert teaching.where_met(parts, exercise) == {"traffic.TrafficMeter": "The meter"}  # not `leaky`: its own
+    exercise["text"] = exercise["text"].replace("`leaky`", "`first`")  # `x = 1` in "First" names no `first`
+    exercise["text"] = exercise["text"].replace("copies", "copies, with `as_tensor`")
+    parts[1]["text"] += "torch.as_tensor(x)\n"  # torch's as_tensor is not a name of its own
+    assert teaching.where_met(parts, exercise) == {"traffic.TrafficMeter": "The meter"}
+    exercise["text"] += "\ntraffic.TrafficMeter = None\n"  # assigned in the exercise: its own, left out
+    assert teaching.where_met(parts, exercise) == {}
+    tight = teaching.chapter_plan("01_a", 12, 11.0, tmp_path)  # the exercise fits, the meter is run through
+    assert tight["exercise"] == "Exercise 1.1: Find the copy"
+    assert [part["how"] for part in tight["parts"]][-1] == "run through"
+    assert tight["exercise needs"] == {"traffic.TrafficMeter": "The meter"}
+    roomy = teaching.chapter_plan("01_a", 60, 11.0, tmp_path)  # the control: the meter's section is discussed
+    assert roomy["parts"][-1]["how"].startswith("live") and roomy["exercise needs"] == {}

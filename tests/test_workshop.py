@@ -314,3 +314,37 @@ def test_a_claim_s_cell_is_numbered_as_the_room_runs_it(tmp_path):
     nbformat.write(chapter, tmp_path / "01_a.ipynb")
     assert plan.cell_number("01_a", '"a.b"', tmp_path) == 2
     assert plan.cell_number("01_a", '"z.z"', tmp_path) is None
+
+
+def test_each_objective_names_the_section_that_teaches_it_and_the_plan_says_which_the_agenda_reaches():
+    page_objectives = {}
+    for chapters in agendas.AGENDAS.values():
+        for chapter, paragraph in zip(chapters, plan.what_each_teaches(list(chapters)), strict=True):
+            page_objectives[chapter] = plan.objectives(paragraph)
+            titles = [part["title"] for part in teaching.chapter_sections(chapter) if not part["exercise"]]
+            for objective, section in page_objectives[chapter]:  # every section named is the chapter's
+                assert any(title.startswith(section) for title in titles), (chapter, objective, section)
+    assert all(page_objectives.values())  # every agenda's chapter has objectives
+    # a made-up slot: the first section discussed, the second only run through
+    slot = {
+        "chapter": "01_a",
+        "parts": [{"section": "The cost", "how": "live 1, talk 2"}, {"section": "Proof of it", "how": "run through"}],
+    }
+    paragraph = "**1. A.** Objectives: time a copy (in *The cost*); find it (in\n*Proof*). Key points: y."
+    assert plan.reached(slot, paragraph) == (["time a copy"], ["find it"])
+    slot["parts"][1]["how"] = "live 0, talk 2"  # the control: discussed, so reached
+    assert plan.reached(slot, paragraph) == (["time a copy", "find it"], [])
+    with pytest.raises(ValueError, match="no section 'Elsewhere'"):
+        plan.reached(slot, "Objectives: x (in *Elsewhere*). Key points: y.")
+    with pytest.raises(ValueError, match="an objective without its section"):
+        plan.objectives("Objectives: time a copy; find it (in *Proof*). Key points: y.")
+    assert plan.objectives("**5. Shown.** Key points: y.") == []
+
+
+def test_the_plan_names_what_the_agenda_leaves_to_the_book_and_what_an_exercise_needs_shown(tmp_path):
+    out = tmp_path / "plan.md"
+    assert plan.main(["two-hours", str(out)]) == 0
+    text = out.read_text()
+    ecg = text.split("**6. The ECG pipeline.**", 1)[1]
+    assert "*Left to the book*" in ecg and "prove it with the traffic meter" in ecg.split("*Left to the book*")[1]
+    assert 'it uses traffic.TrafficMeter, met in "Proof of zero-copy' in text
