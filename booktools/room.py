@@ -14,10 +14,15 @@ second kernel and says to shut down the other chapter's first (:func:`kernel_ref
 (not on a command line that ``ps`` shows every user), and their output in ``ROOM/logs/seat-N.log``.
 
 ``ROOM/room.md`` lists each seat's folder and address with its token, for the teacher: hand each participant their
-own line. The room then waits; Ctrl-C or SIGTERM stops every server (SIGTERM, then SIGKILL after a grace period),
-and a server that dies is named while the others keep running. Each server is also asked (Linux's parent-death
-signal) to stop when the room's process dies, so that no server outlives the MPS it was started under.
-``--dry-run`` prints the folders and command lines and starts nothing.
+own line. The room then waits; Ctrl-C or SIGTERM stops every server (SIGTERM to all at once, then SIGKILL to what
+is left after :data:`STOP_GRACE` seconds, well within the minute that ``booktools.mps`` gives the room; a second
+Ctrl-C meanwhile is ignored), and a server that dies is named while the others keep running. Each server is also
+asked (Linux's parent-death signal) to stop when the room's process dies, so that no server outlives the MPS it was
+started under. ``--dry-run`` prints the folders and command lines and starts nothing.
+
+A new seat's folder is copied under a temporary name (``ROOM/.seat-N.partial``) and renamed into place when the copy
+is complete, so that a copy cut short is never taken for a seat. ``room.md``, ``tokens.json`` and the logs hold the
+tokens: the room writes them readable by this account only (0600), and makes the room's folder 0700 when it makes it.
 
 What the room does not protect against: every server runs under one account (legacy MPS serves one user at a time),
 so a participant's notebook can read every seat's folder and process, tokens included; and a fatal GPU fault in one
@@ -27,7 +32,10 @@ client reaches every client under the same MPS.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ctypes
+import errno
+import functools
 import json
 import os
 import secrets
@@ -36,15 +44,15 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from importlib.util import find_spec
 from pathlib import Path
 
 from booktools import workshop
 from booktools.mps import LIMIT_VARIABLE
-from booktools.rehearse import stop
 
 #: The kernel manager each server runs with: one kernel per seat.
 KERNEL_MANAGER = "booktools.room_kernels.OneKernelPerSeat"
@@ -61,6 +69,10 @@ EDITION_MARK = "check_setup.py"
 EDITION_SIGNATURE = "from booktools.workshop import check_seat"
 TOKENS = "tokens.json"
 SHEET = "room.md"
+LOGS = "logs"
+#: How long the servers get to stop after SIGTERM, all of them together, before SIGKILL: well within the
+#: ``booktools.mps.CHILD_GRACE`` (60 s) the room gets itself.
+STOP_GRACE = 20.0
 
 
 class RoomError(ValueError):
@@ -117,14 +129,32 @@ def check_edition(edition: Path) -> None:
 
 
 def check_ports(ip: str, ports: Sequence[int]) -> None:
-    """Refuse ports outside 1-65535 or already taken on ``ip`` (something listens there, or a room runs)."""
+    """Refuse ports outside 1-65535 or already taken on ``ip`` (something listens there, or a room runs), and an
+    ``ip`` that is not an address of this machine.
+
+    The probe binds with ``SO_REUSEADDR``, as the servers (Tornado) do: a port whose last connections still wait
+    out TIME_WAIT (a room restarted within a minute) is free for them, and one where something listens is not."""
+    family = socket.AF_INET6 if ":" in ip else socket.AF_INET
     for port in ports:
         if not 0 < port < 65536:
             raise RoomError(f"port {port} is outside 1-65535: choose a lower --first-port")
-        with socket.socket(socket.AF_INET6 if ":" in ip else socket.AF_INET) as probe:
+        try:
+            address = socket.getaddrinfo(ip or None, port, family, socket.SOCK_STREAM, 0, socket.AI_PASSIVE)[0][4]
+        except socket.gaierror as error:
+            raise RoomError(
+                f"--ip {ip} is not an address ({error.strerror}): give one of this machine's addresses, e.g. "
+                "127.0.0.1 (the default) or 0.0.0.0"
+            ) from error
+        with socket.socket(family) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             try:
-                probe.bind((ip, port))
+                probe.bind(address)
             except OSError as error:
+                if error.errno == errno.EADDRNOTAVAIL:
+                    raise RoomError(
+                        f"--ip {ip} is not an address of this machine ({error.strerror}): give one of its "
+                        "addresses, e.g. 127.0.0.1 (the default) or 0.0.0.0"
+                    ) from error
                 raise RoomError(
                     f"port {port} on {ip} is taken ({error.strerror}): another server or room uses it; stop it, or "
                     f"choose another --first-port"
@@ -135,6 +165,8 @@ def plan_seats(edition: Path, into: Path, seats: int, first_port: int, tokens: M
     """The room's seats: folder, port and token of each; a seat whose folder exists is marked reused."""
     if seats < 1:
         raise RoomError(f"a room needs at least one seat, not {seats} (--seats 5 for five participants)")
+    if into.exists() and not into.is_dir():
+        raise RoomError(f"--into {into} is a file, not a folder: name a folder (a new one is made)")
     check_edition(edition)
     if into.resolve().is_relative_to(edition.resolve()):
         raise RoomError(f"the room's folder {into} is inside the edition {edition}: choose a folder outside it")
@@ -151,25 +183,63 @@ def plan_seats(edition: Path, into: Path, seats: int, first_port: int, tokens: M
 def read_tokens(into: Path) -> dict[str, str]:
     """The tokens of an earlier start of this room, so that the addresses handed out stay valid; {} before it."""
     path = into / TOKENS
-    return json.loads(path.read_text()) if path.exists() else {}
+    if not path.is_file():
+        return {}
+    fix = "mend it, or move it away to give every seat a new token (the addresses handed out change)"
+    try:
+        known = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise RoomError(f"{path} is not the room's tokens ({error}): {fix}") from error
+    if not isinstance(known, dict) or not all(isinstance(token, str) for token in known.values()):
+        raise RoomError(f"{path} is not the room's tokens (a JSON object of seat names and tokens): {fix}")
+    return known
+
+
+def write_private(path: Path, text: str) -> None:
+    """Write ``text`` to ``path``, readable and writable by this account only (0600), also where it was there."""
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with open(descriptor, "w") as file:
+        os.fchmod(descriptor, 0o600)  # a file that was there keeps its mode otherwise
+        file.write(text)
 
 
 def write_tokens(into: Path, seats: Sequence[Seat]) -> None:
     """Keep the seats' tokens beside the seats, readable by this account only."""
-    path = into / TOKENS
     known = {**read_tokens(into), **{seat.name: seat.token for seat in seats}}
-    path.touch(mode=0o600, exist_ok=True)
-    path.write_text(json.dumps(known, indent=1) + "\n")
+    write_private(into / TOKENS, json.dumps(known, indent=1) + "\n")
+
+
+def make_room(into: Path) -> None:
+    """Make the room's folder, 0700, where it is not there; a folder the teacher made is left as it is."""
+    if not into.is_dir():
+        into.mkdir(parents=True, mode=0o700)
+        into.chmod(0o700)  # whatever the umask
+
+
+def partial_folder(seat: Seat) -> Path:
+    """Where a seat's copy of the edition is made, before it is renamed into place: the room's own, never a seat."""
+    return seat.folder.with_name(f".{seat.folder.name}.partial")
 
 
 def make_folders(edition: Path, seats: Sequence[Seat], log: Callable[[str], None] = print) -> None:
-    """Copy ``edition`` into each new seat's folder; a seat's folder already there is used as it is."""
+    """Copy ``edition`` into each new seat's folder; a seat's folder already there is used as it is.
+
+    The copy is made under a temporary name (:func:`partial_folder`) and renamed into place when it is complete, so
+    that a copy cut short (a full disk, Ctrl-C) is never taken for a seat: the next start removes it and copies
+    again."""
     for seat in seats:
+        partial = partial_folder(seat)
+        if partial.exists():
+            log(f"room: removing {partial}, a copy of the edition cut short at an earlier start")
+            shutil.rmtree(partial)
         if seat.reused:
             log(f"room: {seat.folder} is there already: used as it is (the participant's work is in it)")
+            if not (seat.folder / EDITION_MARK).exists():
+                log(f"room: {seat.folder} has no {EDITION_MARK}: is it a seat? (move it away for a fresh copy)")
             continue
         seat.folder.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copytree(edition, seat.folder)
+        shutil.copytree(edition, partial)
+        os.rename(partial, seat.folder)  # refuses a folder that is there and not empty: never a seat's work
 
 
 def server_command(seat: Seat, *, ip: str, cull_after: int, python: str = sys.executable) -> list[str]:
@@ -224,17 +294,48 @@ def room_sheet(seats: Sequence[Seat], host: str, limit: str | None) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _stop_with_the_room() -> None:
-    """(In a server's process, before it starts) ask Linux to send it SIGTERM when the room's process dies."""
-    if sys.platform.startswith("linux"):
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1: PR_SET_PDEATHSIG
+PR_SET_PDEATHSIG = 1
+
+
+@functools.cache
+def _prctl() -> Callable[..., int] | None:
+    """Linux's ``prctl``, looked up in the room's process (None elsewhere): finding it (``dlopen``, ``dlsym``) takes
+    the dynamic loader's lock, which another thread may hold at a fork, so a server's child process only calls it."""
+    if not sys.platform.startswith("linux"):
+        return None
+    return ctypes.CDLL(None, use_errno=True).prctl
+
+
+def _stop_with_the_room() -> Callable[[], None] | None:
+    """What a server's process runs before it starts (``preexec_fn``): ask Linux to send it SIGTERM when the room's
+    thread that started it ends, and exit where the room is gone already (it died between the fork and this call).
+    ``prctl`` is looked up here, in the room; the child only calls it."""
+    prctl = _prctl()
+    if prctl is None:
+        return None
+    room = os.getpid()
+
+    def in_the_child() -> None:
+        prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+        if os.getppid() != room:
+            os._exit(1)
+
+    return in_the_child
+
+
+def private_logs(logs: Path) -> None:
+    """Make the logs' folder (the room's own), readable by this account only: the servers log their tokens."""
+    logs.mkdir(parents=True, exist_ok=True, mode=0o700)
+    logs.chmod(0o700)
 
 
 def start_server(seat: Seat, command: list[str], environment: dict[str, str], logs: Path) -> subprocess.Popen:
     """Start one seat's server in a session of its own (so that Ctrl-C reaches the room, which stops it), its
-    output appended to ``logs/seat-N.log``."""
-    logs.mkdir(parents=True, exist_ok=True)
-    with open(logs / f"{seat.name}.log", "a") as log:
+    output appended to ``logs/seat-N.log`` (0600: the server logs its token)."""
+    private_logs(logs)
+    descriptor = os.open(logs / f"{seat.name}.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    with open(descriptor, "a") as log:
+        os.fchmod(descriptor, 0o600)  # a log of an earlier start keeps its mode otherwise
         return subprocess.Popen(
             command,
             cwd=seat.folder,
@@ -243,8 +344,83 @@ def start_server(seat: Seat, command: list[str], environment: dict[str, str], lo
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            preexec_fn=_stop_with_the_room,  # one prctl call: no lock taken
+            preexec_fn=_stop_with_the_room(),
         )
+
+
+def _signal_group(process: subprocess.Popen, signum: int) -> None:
+    """Send ``signum`` to a server's process group (the server and the kernels it started), or to the server alone
+    where it has no group of its own; nothing where both are gone."""
+    try:
+        os.killpg(process.pid, signum)
+    except ProcessLookupError:
+        if process.poll() is None:
+            process.send_signal(signum)
+    except PermissionError:  # the group's id is someone else's: the server did not start a session of its own
+        process.send_signal(signum)
+
+
+def _running(process: subprocess.Popen) -> bool:
+    """Whether a server, or a process of its group (a kernel it started), still runs."""
+    if process.poll() is None:
+        return True
+    try:
+        os.killpg(process.pid, 0)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
+
+
+@contextlib.contextmanager
+def _signals_ignored(*signums: int) -> Iterator[None]:
+    """Ignore these signals meanwhile (in the main thread; elsewhere signals cannot be set, nor do they arrive)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {signum: signal.signal(signum, signal.SIG_IGN) for signum in signums}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def stop_all(
+    processes: Sequence[subprocess.Popen], grace: float = STOP_GRACE, *, poll: float = 0.05
+) -> list[subprocess.Popen]:
+    """Stop every server at once: SIGTERM to each one's process group, then a wait for all of them against one
+    deadline ``grace`` seconds away, then SIGKILL to what is left. Ctrl-C and SIGTERM are ignored meanwhile (a
+    second Ctrl-C must not leave servers behind). Returns the servers that had to be killed."""
+    with _signals_ignored(signal.SIGINT, signal.SIGTERM):
+        for process in processes:
+            _signal_group(process, signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        while any(_running(process) for process in processes) and time.monotonic() < deadline:
+            time.sleep(poll)
+        killed = [process for process in processes if _running(process)]
+        for process in killed:
+            _signal_group(process, signal.SIGKILL)
+        for process in killed:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(5)  # SIGKILL cannot be refused: this is the kernel reaping it
+    return killed
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM raises KeyboardInterrupt meanwhile, as Ctrl-C does: the room stops its servers either way."""
+
+    def stop_on_signal(signum, frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    if threading.current_thread() is not threading.main_thread():  # signals reach the main thread only
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, stop_on_signal)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def serve(
@@ -252,41 +428,43 @@ def serve(
     *,
     poll: float = 1.0,
     stop_after: float | None = None,
-    grace: float = 10,
+    grace: float = STOP_GRACE,
     log: Callable[[str], None] = print,
 ) -> int:
-    """Wait while the servers run; name a server that stops, keeping the others; stop them all at Ctrl-C, SIGTERM
-    or after ``stop_after`` seconds. Returns 0, or 1 when every server had stopped by itself."""
-
-    def stop_on_signal(signum, frame):
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    previous = signal.signal(signal.SIGTERM, stop_on_signal)
+    """Wait while the servers run; name a server that stops, keeping the others; stop them all (:func:`stop_all`)
+    at Ctrl-C, SIGTERM or after ``stop_after`` seconds. Returns 0, or 1 when every server had stopped by itself."""
     deadline = None if stop_after is None else time.monotonic() + stop_after
     stopped: set[int] = set()
     try:
-        while deadline is None or time.monotonic() < deadline:
-            for seat, process in servers:
-                if seat.number not in stopped and process.poll() is not None:
-                    stopped.add(seat.number)
-                    log(
-                        f"room: the server of {seat.name} stopped (exit status {process.returncode}); the other "
-                        f"seats keep running. Its log: logs/{seat.name}.log"
-                    )
-            if len(stopped) == len(servers):
-                log("room: every server has stopped")
-                return 1
-            time.sleep(poll)
+        with _sigterm_as_interrupt():
+            while deadline is None or time.monotonic() < deadline:
+                for seat, process in servers:
+                    if seat.number not in stopped and process.poll() is not None:
+                        stopped.add(seat.number)
+                        log(
+                            f"room: the server of {seat.name} stopped (exit status {process.returncode}); the other "
+                            f"seats keep running. Its log: logs/{seat.name}.log"
+                        )
+                if len(stopped) == len(servers):
+                    log("room: every server has stopped")
+                    return 1
+                time.sleep(poll)
     except KeyboardInterrupt:
         pass
     finally:
-        running = [process for _, process in servers if process.poll() is None]
-        if running:
-            log(f"room: stopping {len(running)} server(s)")
-        for _, process in servers:
-            stop(process, grace)
-        signal.signal(signal.SIGTERM, previous)
+        stop_servers([process for _, process in servers], grace, log)
     return 0
+
+
+def stop_servers(processes: Sequence[subprocess.Popen], grace: float, log: Callable[[str], None]) -> None:
+    """:func:`stop_all`, saying how many servers it stops and which it had to kill."""
+    with _signals_ignored(signal.SIGINT, signal.SIGTERM):  # from the first line on
+        running = [process for process in processes if process.poll() is None]
+        if running:
+            log(f"room: stopping {len(running)} server(s) (SIGKILL to those still running after {grace:g} s)")
+        killed = stop_all(processes, grace)
+        if killed:
+            log(f"room: killed {len(killed)} server(s) that did not stop within {grace:g} s")
 
 
 def open_room(
@@ -300,10 +478,12 @@ def open_room(
     dry_run: bool = False,
     launch: Callable[[Seat, list[str], dict[str, str], Path], subprocess.Popen] | None = None,
     stop_after: float | None = None,
+    grace: float = STOP_GRACE,
     log: Callable[[str], None] = print,
 ) -> int:
     """Make the seats' folders, start their servers, write ``room.md`` and wait (:func:`serve`); with ``dry_run``,
-    print what would be done and start nothing. ``launch`` starts one server (tests pass a stand-in)."""
+    print what would be done and start nothing. ``launch`` starts one server (tests pass a stand-in); ``grace`` is
+    how long the servers get to stop, all together, before they are killed."""
     if cull_after < 1:
         raise RoomError(f"--cull-after is in seconds, at least 1, not {cull_after}")
     planned = plan_seats(edition, into, seats, first_port, read_tokens(into))
@@ -327,17 +507,23 @@ def open_room(
         launch = start_server
     if not limit:
         log("room: not under MPS (python -m booktools.mps --limit 16G -- ...): each kernel can take the whole GPU")
+    make_room(into)
     make_folders(edition, planned, log)
     write_tokens(into, planned)
-    servers = []
-    for seat in planned:
-        command = server_command(seat, ip=ip, cull_after=cull_after)
-        servers.append((seat, launch(seat, command, server_environment(seat, os.environ), into / "logs")))
-    sheet = room_sheet(planned, host, limit)
-    (into / SHEET).write_text(sheet)
-    log(sheet.rstrip())
-    log(f"room: {len(planned)} server(s) running; this list is in {into / SHEET}; Ctrl-C stops them all")
-    return serve(servers, stop_after=stop_after, log=log)
+    servers: list[tuple[Seat, subprocess.Popen]] = []
+    with _sigterm_as_interrupt():
+        try:
+            for seat in planned:
+                command = server_command(seat, ip=ip, cull_after=cull_after)
+                servers.append((seat, launch(seat, command, server_environment(seat, os.environ), into / LOGS)))
+            sheet = room_sheet(planned, host, limit)
+            write_private(into / SHEET, sheet)
+        except BaseException:  # a later seat's server did not start, or Ctrl-C: stop those started, then say why
+            stop_servers([process for _, process in servers], grace, log)
+            raise
+        log(sheet.rstrip())
+        log(f"room: {len(planned)} server(s) running; this list is in {into / SHEET}; Ctrl-C stops them all")
+        return serve(servers, stop_after=stop_after, grace=grace, log=log)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -373,6 +559,27 @@ def main(argv: list[str] | None = None) -> int:
     except RoomError as error:
         print(f"room: {error}", file=sys.stderr)
         return 2
+    except OSError as error:  # a copy, a log or a server that could not be made: no traceback, a way out
+        print(f"room: {error}: {_remedy(error)}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("room: interrupted before the servers were running; those started are stopped", file=sys.stderr)
+        return 130
+
+
+def _remedy(error: OSError) -> str:
+    """What the teacher can do about an OSError the room met.
+
+    >>> _remedy(PermissionError(13, "Permission denied"))[:31]
+    'give this account access to it,'
+    """
+    if isinstance(error, PermissionError):
+        return "give this account access to it, or choose another --into"
+    if error.errno in (errno.ENOSPC, errno.EDQUOT):
+        return "free some disk space (or choose an --into on another disk), then start the room again"
+    if isinstance(error, FileNotFoundError):
+        return "check that it is there (the --edition, the --into, the Python that runs the servers)"
+    return "mend what it names, then start the room again (seats already copied are kept)"
 
 
 if __name__ == "__main__":

@@ -4,7 +4,9 @@ the refusals, the one-kernel decision, and the wait-and-stop loop with stand-in 
 from __future__ import annotations
 
 import asyncio
+import errno
 import importlib.util
+import json
 import os
 import signal
 import socket
@@ -41,12 +43,38 @@ def sleeper(started: list):
     """A launcher whose 'server' sleeps: what the wait-and-stop loop stops."""
 
     def launch(seat, command, environment, logs):
-        started.append((seat, command, environment))
-        return subprocess.Popen(
+        process = subprocess.Popen(
             [sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True, cwd=seat.folder
         )
+        started.append((seat, command, environment, process))
+        return process
 
     return launch
+
+
+#: A stand-in server that refuses SIGTERM (only SIGKILL stops it); it says so on stdout once it does.
+STUBBORN = (
+    "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('ready', flush=True); time.sleep(60)"
+)
+
+
+def stubborn_servers(count: int) -> list[subprocess.Popen]:
+    processes = [
+        subprocess.Popen([sys.executable, "-c", STUBBORN], stdout=subprocess.PIPE, text=True, start_new_session=True)
+        for _ in range(count)
+    ]
+    for process in processes:
+        assert process.stdout.readline() == "ready\n"
+    return processes
+
+
+def gone(pid: int) -> bool:
+    """Whether a process has exited (a zombie left to an init that does not reap counts as gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] in ("Z", "X")
 
 
 def test_each_seat_gets_its_own_port_folder_and_token(edition, tmp_path):
@@ -118,6 +146,179 @@ def test_a_taken_port_is_refused_before_anything_starts(edition, tmp_path, capsy
     assert "--first-port" in capsys.readouterr().err
 
 
+def test_a_port_in_time_wait_is_free_and_a_listening_one_is_taken():
+    with socket.socket() as server:
+        server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as Tornado, the servers', does
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        port = server.getsockname()[1]
+        with pytest.raises(room.RoomError, match=f"port {port} on 127.0.0.1 is taken"):
+            room.check_ports("127.0.0.1", [port])  # something listens: a running room
+        browser = socket.create_connection(("127.0.0.1", port))
+        connection, _ = server.accept()
+    connection.close()  # the server closes first: its side of the connection waits out TIME_WAIT on the port
+    assert browser.recv(1) == b""
+    browser.close()
+    room.check_ports("127.0.0.1", [port])  # a room restarted within a minute of its last stop
+
+
+def test_an_ip_that_is_no_address_is_named(capsys):
+    with pytest.raises(room.RoomError, match="--ip nosuchhost.invalid is not an address"):
+        room.check_ports("nosuchhost.invalid", [8801])
+    with pytest.raises(room.RoomError, match="--ip 192.0.2.1 is not an address of this machine"):
+        room.check_ports("192.0.2.1", [8801])  # TEST-NET-1: no machine's own
+
+
+def test_the_rooms_files_are_readable_by_this_account_only(edition, tmp_path):
+    into = tmp_path / "room"
+    assert room.open_room(edition, into, 2, first_port=free_port(), launch=sleeper([]), stop_after=0.1) == 0
+    assert (into.stat().st_mode & 0o777) == 0o700  # made by the room
+    assert ((into / "room.md").stat().st_mode & 0o777) == 0o600
+    assert ((into / "tokens.json").stat().st_mode & 0o777) == 0o600
+    # a room folder the teacher made is left as it is; files of an earlier start that others could read are mended
+    teachers = tmp_path / "teachers"
+    teachers.mkdir(mode=0o755)
+    teachers.chmod(0o755)
+    for name in ("room.md", "tokens.json"):
+        (teachers / name).write_text("{}" if name == "tokens.json" else "old")
+        (teachers / name).chmod(0o644)
+    assert room.open_room(edition, teachers, 1, first_port=free_port(), launch=sleeper([]), stop_after=0.1) == 0
+    assert (teachers.stat().st_mode & 0o777) == 0o755
+    assert ((teachers / "room.md").stat().st_mode & 0o777) == 0o600
+    assert ((teachers / "tokens.json").stat().st_mode & 0o777) == 0o600
+
+
+def test_a_seats_log_is_readable_by_this_account_only(tmp_path):
+    logs = tmp_path / "logs"
+    logs.mkdir(mode=0o755)
+    logs.chmod(0o755)
+    (logs / "seat-1.log").write_text("an earlier start\n")
+    (logs / "seat-1.log").chmod(0o644)
+    seat = room.Seat(1, tmp_path, 8801, "t")
+    server = room.start_server(seat, [sys.executable, "-c", "print('the token')"], dict(os.environ), logs)
+    assert server.wait(30) == 0
+    assert (logs / "seat-1.log").read_text() == "an earlier start\nthe token\n"
+    assert ((logs / "seat-1.log").stat().st_mode & 0o777) == 0o600
+    assert (logs.stat().st_mode & 0o777) == 0o700
+    seat2 = room.Seat(2, tmp_path, 8802, "t")
+    assert room.start_server(seat2, [sys.executable, "-c", "pass"], dict(os.environ), logs).wait(30) == 0
+    assert ((logs / "seat-2.log").stat().st_mode & 0o777) == 0o600
+
+
+def test_a_copy_cut_short_is_never_taken_for_a_seat(edition, tmp_path, monkeypatch):
+    into = tmp_path / "room"
+    real_copy = room.shutil.copytree
+
+    def cut_short(source, destination, **options):
+        Path(destination).mkdir()
+        (Path(destination) / "README.md").write_text("half")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(room.shutil, "copytree", cut_short)
+    with pytest.raises(OSError, match="No space left"):
+        room.open_room(edition, into, 1, first_port=free_port(), launch=sleeper([]), stop_after=0.1)
+    assert not (into / "seat-1").exists()
+    monkeypatch.setattr(room.shutil, "copytree", real_copy)
+    said: list[str] = []
+    assert (
+        room.open_room(edition, into, 1, first_port=free_port(), launch=sleeper([]), stop_after=0.1, log=said.append)
+        == 0
+    )
+    assert sorted(path.name for path in (into / "seat-1").iterdir()) == sorted(path.name for path in edition.iterdir())
+    assert not any(path.name.endswith(".partial") for path in into.iterdir())
+    assert not any("used as it is" in line for line in said)
+
+
+def test_a_later_seat_that_fails_to_start_stops_those_started(edition, tmp_path):
+    started: list = []
+    stand_in = sleeper(started)
+
+    def launch(seat, command, environment, logs):
+        if seat.number == 3:
+            raise FileNotFoundError(errno.ENOENT, "No such file or directory", "jupyter")
+        return stand_in(seat, command, environment, logs)
+
+    said: list[str] = []
+    with pytest.raises(FileNotFoundError):
+        room.open_room(edition, tmp_path / "room", 4, first_port=free_port(), launch=launch, log=said.append)
+    assert len(started) == 2
+    assert all(process.poll() is not None and gone(process.pid) for *_, process in started)
+    assert any("stopping 2 server(s)" in line for line in said)
+    assert not (tmp_path / "room" / "room.md").exists()
+
+
+def test_what_goes_wrong_is_one_line_with_status_2(edition, tmp_path, capsys, monkeypatch):
+    def run(into: Path, *more: str) -> str:
+        argv = ["--edition", str(edition), "--seats", "1", "--into", str(into), "--first-port", str(free_port())]
+        assert room.main(argv + list(more)) == 2
+        error = capsys.readouterr().err
+        assert "Traceback" not in error and error.count("\n") == 1, error
+        return error
+
+    corrupt = tmp_path / "corrupt"
+    corrupt.mkdir()
+    (corrupt / "tokens.json").write_text('{"seat-1": "abc",')
+    error = run(corrupt, "--dry-run")
+    assert "tokens.json is not the room's tokens" in error and "move it away" in error
+    (corrupt / "tokens.json").write_text(json.dumps(["a list"]))
+    assert "is not the room's tokens" in run(corrupt, "--dry-run")
+
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    assert "is a file, not a folder" in run(a_file)
+
+    def full_disk(source, destination, **options):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(room, "find_spec", lambda name: object())  # as if jupyterlab were installed
+    monkeypatch.setattr(room.shutil, "copytree", full_disk)
+    error = run(tmp_path / "room")
+    assert "No space left on device" in error and "free some disk space" in error
+
+
+def test_prctl_is_looked_up_in_the_room_not_in_the_server(tmp_path, monkeypatch):
+    lookups: list[int] = []
+
+    class Library:
+        def __init__(self, *arguments, **options):
+            lookups.append(os.getpid())
+
+        @staticmethod
+        def prctl(*arguments):
+            return 0
+
+    monkeypatch.setattr(sys, "platform", "linux")
+    monkeypatch.setattr(room.ctypes, "CDLL", Library)
+    room._prctl.cache_clear()
+    try:
+        seat = room.Seat(1, tmp_path, 8801, "t")
+        assert (
+            room.start_server(seat, [sys.executable, "-c", "pass"], dict(os.environ), tmp_path / "logs").wait(30) == 0
+        )
+        assert lookups == [os.getpid()]  # in this process: the server's child only calls it
+    finally:
+        room._prctl.cache_clear()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the parent-death signal is Linux's")
+def test_a_server_stops_when_the_room_dies(tmp_path):
+    code = (
+        "import os, sys; from pathlib import Path; from booktools import room; "
+        f"seat = room.Seat(1, Path({str(tmp_path)!r}), 8801, 't'); "
+        "server = room.start_server(seat, [sys.executable, '-c', 'import time; time.sleep(60)'], dict(os.environ), "
+        f"Path({str(tmp_path / 'logs')!r})); print(server.pid, flush=True); os._exit(0)"
+    )
+    here = Path(room.__file__).resolve().parents[1]
+    dead_room = subprocess.run([sys.executable, "-c", code], cwd=here, capture_output=True, text=True, timeout=60)
+    server = int(dead_room.stdout.split()[0])
+    deadline = time.monotonic() + 10
+    while not gone(server) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if not gone(server):
+        os.kill(server, signal.SIGKILL)
+        pytest.fail("the server outlived the room")
+
+
 def test_a_dry_run_prints_and_starts_nothing(edition, tmp_path, capsys):
     assert room.main(["--edition", str(edition), "--seats", "2", "--into", str(tmp_path / "room"), "--dry-run"]) == 0
     said = capsys.readouterr().out
@@ -136,12 +337,63 @@ def test_one_kernel_per_seat():
 
 def test_the_room_stops_every_server_at_sigterm(edition, tmp_path, capsys):
     started: list = []
+    before = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
     threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGTERM)).start()
     begun = time.monotonic()
     assert room.open_room(edition, tmp_path / "room", 2, first_port=free_port(), launch=sleeper(started)) == 0
     assert time.monotonic() - begun < 30
     assert len(started) == 2 and "stopping 2 server(s)" in capsys.readouterr().out
-    assert signal.getsignal(signal.SIGTERM) is not None
+    assert all(process.poll() is not None for *_, process in started)  # the stand-ins are dead
+    assert all(gone(process.pid) for *_, process in started)
+    assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)) == before  # the handlers restored
+
+
+def test_stopping_takes_one_deadline_for_all_and_ignores_a_second_ctrl_c(tmp_path):
+    seats = [room.Seat(n, tmp_path, 8800 + n, "t") for n in range(1, 5)]
+    servers = stubborn_servers(len(seats))
+    said: list[str] = []
+    before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    # while the room stops its servers (it starts at 0.2 s): a second Ctrl-C, and a SIGTERM
+    timers = [
+        threading.Timer(0.6, os.kill, (os.getpid(), signal.SIGINT)),
+        threading.Timer(0.8, os.kill, (os.getpid(), signal.SIGTERM)),
+    ]
+    begun = time.monotonic()
+    try:
+        for timer in timers:
+            timer.start()
+        assert (
+            room.serve(list(zip(seats, servers, strict=True)), poll=0.05, stop_after=0.2, grace=1.5, log=said.append)
+            == 0
+        )
+        took = time.monotonic() - begun
+        after = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+        codes = [process.poll() for process in servers]  # before the clean-up below
+        dead = [gone(process.pid) for process in servers]
+    except KeyboardInterrupt:
+        pytest.fail("a second Ctrl-C cut the stop short")
+    finally:
+        for timer in timers:
+            timer.cancel()
+        signal.signal(signal.SIGINT, before[0])
+        signal.signal(signal.SIGTERM, before[1])
+        for process in servers:
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+    assert codes == [-signal.SIGKILL] * len(servers)  # all stopped: by SIGKILL, as they refused SIGTERM
+    assert all(dead)
+    assert 1.5 <= took < 3.5, took  # one deadline for the four, not four in a row (6 s and more)
+    assert any("stopping 4 server(s)" in line for line in said)
+    assert any("killed 4 server(s)" in line for line in said)
+    assert after == before
+
+
+def test_servers_that_stop_at_sigterm_are_not_waited_for(tmp_path):
+    servers = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)]
+    begun = time.monotonic()
+    assert room.stop_all(servers, grace=20) == []
+    assert time.monotonic() - begun < 5 and servers[0].returncode == -signal.SIGTERM
 
 
 def test_a_dead_server_is_named_and_the_others_keep_running(tmp_path):
@@ -152,7 +404,7 @@ def test_a_dead_server_is_named_and_the_others_keep_running(tmp_path):
     assert room.serve([(seats[0], dies), (seats[1], lives)], poll=0.1, stop_after=1.5, log=said.append) == 0
     assert any("seat-1 stopped (exit status 3)" in line for line in said)
     assert not any("seat-2 stopped" in line for line in said)
-    assert lives.returncode is not None  # stopped with the room
+    assert lives.returncode is not None and gone(lives.pid)  # stopped with the room
 
 
 @pytest.mark.skipif(
