@@ -140,7 +140,35 @@ def run_with_limit(
         named = devices_named(device)
         gpus = f"GPU {named[0]}" if len(named) == 1 else "GPUs " + ", ".join(str(index) for index in named)
         print(f"mps: MPS on, each client limited to {limit} on {gpus}: {' '.join(command)}", flush=True)
-        return subprocess.run(list(command), env=environment).returncode
+        child = subprocess.Popen(list(command), env=environment)
+        try:
+            return child.wait()
+        except KeyboardInterrupt as interruption:
+            let_it_stop(child, forward=str(interruption).startswith("signal"))
+            raise
+
+
+#: Seconds an interrupted command has to stop its own processes (a room's servers, nbval's kernels) before MPS is
+#: asked to quit: MPS's quit waits for its clients.
+CHILD_GRACE = 60.0
+
+
+def let_it_stop(child: subprocess.Popen, *, forward: bool, grace: float = CHILD_GRACE) -> None:
+    """After Ctrl-C or SIGTERM, give the command its own way out: a Ctrl-C at a terminal reached it too (the same
+    process group), a SIGTERM sent to this process is passed on (``forward``); then wait up to ``grace`` seconds
+    for it to exit before it is killed (:func:`subprocess.run` kills it after a quarter of a second, cutting short
+    whatever it stops in turn)."""
+    if forward and child.poll() is None:
+        child.terminate()
+    try:
+        child.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        print(f"mps: the command did not stop within {grace:g} s; killing it", file=sys.stderr, flush=True)
+        child.kill()
+        child.wait()
+    except KeyboardInterrupt:  # a second Ctrl-C: stop waiting
+        child.kill()
+        child.wait()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -65,20 +65,46 @@ def test_a_failing_command_returns_its_status_and_mps_still_stops(control):
 
 
 def test_an_interruption_still_stops_mps(control, monkeypatch):
-    def interrupted(*args, **kwargs):
-        raise KeyboardInterrupt
+    class Interrupted(mps.subprocess.Popen):
+        def wait(self, timeout=None):
+            if timeout is None and self.args[0] == sys.executable:  # the command's wait: Ctrl-C arrives
+                raise KeyboardInterrupt
+            return super().wait(timeout)
 
-    real_run = mps.subprocess.run
-
-    def run(command, *args, **kwargs):
-        if command[0] == sys.executable:
-            interrupted()
-        return real_run(command, *args, **kwargs)
-
-    monkeypatch.setattr(mps.subprocess, "run", run)
+    monkeypatch.setattr(mps.subprocess, "Popen", Interrupted)
     with pytest.raises(KeyboardInterrupt):
         mps.run_with_limit([sys.executable, "-c", "pass"], "16G")
     assert calls(control)[-1] == "quit"
+
+
+def test_an_interrupted_command_finishes_stopping_before_mps_is_asked_to_quit(control, tmp_path):
+    """A room stops its servers when told to; MPS quits only after (subprocess.run would kill it at 0.25 s)."""
+    stopped = tmp_path / "stopped"
+    slow_to_stop = (
+        "import signal, sys, time\n"
+        "def stop(*_):\n"
+        f"    time.sleep(1.0); open({str(stopped)!r}, 'w').write('done'); sys.exit(0)\n"
+        "signal.signal(signal.SIGTERM, stop)\n"
+        "print('ready', flush=True)\n"
+        "time.sleep(30)\n"
+    )
+    child = mps.subprocess.Popen([sys.executable, "-c", slow_to_stop], stdout=mps.subprocess.PIPE, text=True)
+    assert child.stdout.readline().strip() == "ready"
+    mps.let_it_stop(child, forward=True, grace=10)
+    assert stopped.read_text() == "done" and child.returncode == 0
+    stuck = mps.subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+            "print('ready', flush=True)\ntime.sleep(30)",
+        ],
+        stdout=mps.subprocess.PIPE,
+        text=True,
+    )
+    assert stuck.stdout.readline().strip() == "ready"
+    mps.let_it_stop(stuck, forward=True, grace=0.5)  # the control: one that ignores the signal is killed
+    assert stuck.returncode == -9
 
 
 def test_mps_already_running_is_refused_and_left_alone(control):
