@@ -48,19 +48,19 @@ def what_each_teaches(chapters: list[str], page: Path = TEACHERS_PAGE) -> list[s
 
 def objectives(paragraph: str) -> list[tuple[str, str]]:
     """The objectives of one paragraph of :func:`what_each_teaches`, each with the section that teaches it: the
-    paragraph writes them ``Objectives: do this (in *Section*); do that (in *Other section*). Key points: ...``,
-    the section by its title or the title's beginning. An objective without its section is refused, so that a
-    new objective says where the room meets it.
+    paragraph writes them ``Objectives: do this (in *Section*); do that (in *Other section*, a note). Key
+    points: ...``, the section by its title or the title's beginning, as the participant edition names it. An
+    objective without its section is refused, so that a new objective says where the room meets it.
 
-    >>> objectives("**1. X.** Objectives: time a copy (in *The cost*); find it (in *Proof*). Key points: y.")
-    [('time a copy', 'The cost'), ('find it', 'Proof')]
+    >>> objectives("**1. X.** Objectives: copy (in *The cost*); find it (in *Proof*, at the end). Key points: y.")
+    [('copy', 'The cost'), ('find it', 'Proof')]
     """
     if "Objectives:" not in paragraph:
         return []
     listed = paragraph.split("Objectives:", 1)[1].split("Key points:", 1)[0].strip().rstrip(".")
     found = []
     for item in (part.strip() for part in listed.split(";")):
-        match = re.fullmatch(r"(.+?)\s*\(in\s+\*([^*]+)\*\)", item, flags=re.S)
+        match = re.fullmatch(r"(.+?)\s*\(in\s+\*([^*]+)\*[^)]*\)", item, flags=re.S)
         if match is None:
             raise ValueError(f"an objective without its section, '(in *Section*)': {item!r}")
         found.append((" ".join(match[1].split()), " ".join(match[2].split())))
@@ -78,6 +78,8 @@ def reached(chapter: dict, paragraph: str) -> tuple[list[str], list[str]]:
         titles = [title for title in how if title.startswith(section)]
         if not titles:
             raise ValueError(f"{chapter['chapter']} has no section '{section}' (objective: {objective})")
+        if len(titles) > 1:
+            raise ValueError(f"'{section}' begins several sections of {chapter['chapter']}: {titles}; name one")
         (discussed if how[titles[0]].startswith("live") else left).append(objective)
     return discussed, left
 
@@ -156,11 +158,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         text = plan_text(args.agenda)
-    except ValueError as error:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(text)
+    except (ValueError, OSError) as error:
         print(f"plan: {error}", file=sys.stderr)
         return 2
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(text)
     print(f"the teacher's plan: {args.out}")
     return 0
 

@@ -257,7 +257,8 @@ def chapter_sections(chapter: str, folder: Path | None = None) -> list[dict]:
     ``#`` or ``##`` heading) and each exercise (from its ``### Exercise N.k`` heading), with its code cells.
     Each part: ``title``, ``cells`` (code cells), ``exercise`` (True for an exercise), ``setup`` (True where its
     first code cell sets the chapter up: :func:`sets_up`), ``later`` (True for an exercise whose text links to a
-    later chapter, whose tools the room has not met yet: :func:`points_later`)."""
+    later chapter, whose tools the room has not met yet: :func:`points_later`), ``text`` (its cells' sources, the
+    markdown and the code)."""
     folder = CHAPTERS if folder is None else folder
     numbers = workshop.exercise_numbers(workshop.participant_chapters(chapters_in(folder)))
     edition = workshop.participant_notebook(read_notebook(folder / f"{chapter}.ipynb"), f"{chapter}.ipynb", numbers)
@@ -290,18 +291,20 @@ def chapter_sections(chapter: str, folder: Path | None = None) -> list[dict]:
 
 
 def tools_named(prompt: str) -> list[str]:
-    """The code names an exercise's prompt writes in backticks (``traffic.TrafficMeter``, ``time_cuda``), in order,
-    once each: the tools it asks the room to use.
+    """The code names an exercise's prompt writes in backticks that look like a tool, not a variable: with a dot, an
+    underscore or a capital (``traffic.TrafficMeter``, ``time_cuda``; not ``x`` or ``lengths``), in order, once
+    each: the tools it asks the room to use.
 
-    >>> tools_named("Find where with `traffic.TrafficMeter`, then `time_cuda` it; `traffic.TrafficMeter` again")
+    >>> tools_named("Find where with `traffic.TrafficMeter`, then `time_cuda` it into `x`; `traffic.TrafficMeter`")
     ['traffic.TrafficMeter', 'time_cuda']
     """
-    return list(dict.fromkeys(re.findall(r"`([A-Za-z_][\w.]*)`", prompt)))
+    names = re.findall(r"`([A-Za-z_][\w.]*)`", prompt)
+    return list(dict.fromkeys(name for name in names if re.search(r"[._A-Z]", name)))
 
 
-def where_met(parts: Sequence[dict], exercise: dict) -> dict[str, str]:
-    """For each tool ``exercise`` (a part of :func:`chapter_sections`) names (:func:`tools_named`), the title of the
-    first section before it, not an exercise, whose text or code mentions it: where the room meets the tool. A
+def where_met(parts: Sequence[dict], exercise: dict) -> dict[str, list[str]]:
+    """For each tool ``exercise`` (a part of :func:`chapter_sections`) names (:func:`tools_named`), the titles of the
+    sections before it, not exercises, whose text or code mentions it, in order: where the room meets the tool. A
     tool the exercise defines itself (``def tool`` or ``tool =`` in its cells), or no earlier section mentions as a
     name of its own (``torch.as_tensor`` is not ``as_tensor``), is left out."""
     before = [part for part in parts[: parts.index(exercise)] if not part["exercise"]]
@@ -310,9 +313,9 @@ def where_met(parts: Sequence[dict], exercise: dict) -> dict[str, str]:
         if re.search(rf"^\s*(def {re.escape(tool)}\b|{re.escape(tool)}\s*=)", exercise["text"], flags=re.M):
             continue
         named = re.compile(rf"(?<![\w.]){re.escape(tool)}\b")
-        section = next((part for part in before if named.search(part["text"])), None)
-        if section is not None:
-            met[tool] = section["title"]
+        sections = [part["title"] for part in before if named.search(part["text"])]
+        if sections:
+            met[tool] = sections
     return met
 
 
@@ -323,8 +326,8 @@ def chapter_plan(chapter: str, minutes: float, run_seconds: float, folder: Path 
     :data:`EXERCISE_MINUTES`; not one that links to a later chapter while another is there) if it fits; then
     sections from the top are discussed, and the first cell of each discussed section is live-coded (not a set-up
     cell: :func:`sets_up`), while the slot holds them. Returns the parts (section, cells, how, minutes), the
-    exercise (or None), the tools it names that the room meets only in a section run through, not discussed
-    (``exercise needs``: tool → section, :func:`where_met`: show that section's output before the exercise), the
+    exercise (or None), the tools it names that the room meets only in sections run through, not discussed
+    (``exercise needs``: tool → the first such section, :func:`where_met`: show its output before the exercise), the
     planned minutes and the slot's."""
     parts = chapter_sections(chapter, folder)
     code_cells = sum(part["cells"] for part in parts if not part["exercise"])
@@ -363,7 +366,8 @@ def chapter_plan(chapter: str, minutes: float, run_seconds: float, folder: Path 
             spent += cost(section) - before
     rows = []
     run_through = {section["title"] for section in sections if not section["discussed"]}
-    needs = {} if chosen is None else {t: s for t, s in where_met(parts, chosen).items() if s in run_through}
+    met = {} if chosen is None else where_met(parts, chosen)  # a tool met only in sections run through, the first
+    needs = {tool: titles[0] for tool, titles in met.items() if all(title in run_through for title in titles)}
     for section in sections:
         if section["discussed"]:
             how = f"live {section['live']}, talk {section['cells'] - section['live']}"

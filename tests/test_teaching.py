@@ -305,11 +305,11 @@ def test_an_exercise_s_tool_met_in_a_section_run_through_is_named_for_the_teache
     nbformat.write(chapter, tmp_path / "01_a.ipynb")
     parts = teaching.chapter_sections("01_a", tmp_path)
     exercise = next(part for part in parts if part["exercise"])
-    assert teaching.where_met(parts, exercise) == {"traffic.TrafficMeter": "The meter"}  # not `leaky`: its own
+    assert teaching.where_met(parts, exercise) == {"traffic.TrafficMeter": ["The meter"]}  # not `leaky`: its own
     exercise["text"] = exercise["text"].replace("`leaky`", "`first`")  # `x = 1` in "First" names no `first`
     exercise["text"] = exercise["text"].replace("copies", "copies, with `as_tensor`")
     parts[1]["text"] += "torch.as_tensor(x)\n"  # torch's as_tensor is not a name of its own
-    assert teaching.where_met(parts, exercise) == {"traffic.TrafficMeter": "The meter"}
+    assert teaching.where_met(parts, exercise) == {"traffic.TrafficMeter": ["The meter"]}
     exercise["text"] += "\ntraffic.TrafficMeter = None\n"  # assigned in the exercise: its own, left out
     assert teaching.where_met(parts, exercise) == {}
     tight = teaching.chapter_plan("01_a", 12, 11.0, tmp_path)  # the exercise fits, the meter is run through
@@ -318,3 +318,6 @@ def test_an_exercise_s_tool_met_in_a_section_run_through_is_named_for_the_teache
     assert tight["exercise needs"] == {"traffic.TrafficMeter": "The meter"}
     roomy = teaching.chapter_plan("01_a", 60, 11.0, tmp_path)  # the control: the meter's section is discussed
     assert roomy["parts"][-1]["how"].startswith("live") and roomy["exercise needs"] == {}
+    chapter.cells[2].source = "meter = traffic.TrafficMeter()"  # met in "First" too, which the tight plan discusses
+    nbformat.write(chapter, tmp_path / "01_a.ipynb")
+    assert teaching.chapter_plan("01_a", 12, 11.0, tmp_path)["exercise needs"] == {}
