@@ -50,7 +50,7 @@ def resident_bytes(paths, *, run=None) -> dict[str, int]:
 
     ``run`` runs fincore's command line (:func:`subprocess.run` by default; a test passes a stand-in that answers
     as fincore would). Raises ``RuntimeError`` with fincore's own message where it fails (a file that is not
-    there).
+    there; without fincore, ``FileNotFoundError``).
 
     >>> def fincore(command, **_):  # what fincore --json prints for two files
     ...     rows = [{"res": 4096 * k, "file": name} for k, name in enumerate(command[-2:], 1)]
