@@ -105,6 +105,27 @@ def where_my_arrays_live() -> dict[str, object]:
     }
 
 
+#: Where Dask-CUDA's two warnings begin, after whatever the worker's log puts before them (time, logger, level).
+WARNING_STARTS = ("Worker with process ID", "A CUDA context for device")
+
+
+def context_warning(line: str, width: int = 240) -> str:
+    """One of :func:`worker_gpus`'s log lines as the chapter prints it: from the start of Dask-CUDA's message (the
+    log's own prefix cut off; the whole line where neither of :data:`WARNING_STARTS` is in it), to ``width``
+    characters, which hold the devices it names even with two GPU UUIDs; the advice at its end is left out.
+
+    >>> uuid = "GPU-2e865a6f-74b8-dec1-d911-d7a8a48d84f3"
+    >>> line = (f"2026-11-26 18:00:00,123 - distributed.worker - WARNING - Worker with process ID 4242 should have"
+    ...         f" a CUDA context assigned to device 1 ({uuid}), but instead the CUDA context is on device 0 ({uuid})."
+    ...         " This is often the result of a CUDA-enabled library calling a CUDA runtime function before ...")
+    >>> printed = context_warning(line)
+    >>> printed.startswith("Worker with process ID 4242"), f"on device 0 ({uuid})" in printed
+    (True, True)
+    """
+    starts = [line.find(start) for start in WARNING_STARTS if start in line]
+    return line[min(starts) if starts else 0 :][:width]
+
+
 def worker_gpus(top_level: str, *, workers: int = 2, timeout: float = 240):
     """Run :func:`script` with ``top_level`` in a fresh Python (this package importable) and return one row per
     worker (a pandas DataFrame indexed by process id): its ``CUDA_VISIBLE_DEVICES``, the GPU that names, and the
