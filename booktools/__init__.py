@@ -20,6 +20,7 @@ module          what                                                            
 ``doctor``      can this machine run the book?                                        ``make doctor``
 ``gpu_ready``   can this Python run a GPU target here? one line before it starts      ``make compare`` etc.
 ``mps``         one GPU shared by several processes under CUDA MPS limits             ``python -m ...mps``
+``processes``   stopping the processes the tools start (seats, servers), and signals
 ``resolve``     uv's resolver for the ``gpu`` extra, installing nothing               ``make resolve-gpu``
 ``edition``     the book's version in the page header, and the site's downloads       ``make book``
 ==============  ====================================================================  =====================

@@ -18,10 +18,11 @@ import contextlib
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 from collections.abc import Iterator, Sequence
+
+from booktools.processes import let_it_stop, sigterm_as_interrupt
 
 CONTROL = "nvidia-cuda-mps-control"
 #: Set for the command run under the limit, to the limit (``16G``).
@@ -101,31 +102,26 @@ def limited(
     if started.returncode != 0:
         raise MpsError(f"could not start MPS: {(started.stderr or started.stdout).strip()}")
 
-    def stop_on_signal(signum, frame):
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    previous = signal.signal(signal.SIGTERM, stop_on_signal)
-    try:
-        for index in devices:
-            limit_set = _control(found, f"set_default_device_pinned_mem_limit {index} {limit}")
-            if limit_set.returncode != 0:
-                said = (limit_set.stderr or limit_set.stdout).strip()
-                raise MpsError(f"MPS refused the limit {limit} on GPU {index}: {said}")
-        # what runs under it knows its limit: a run it records (booktools.runs, make test-gpu) is labelled with it
-        yield {**os.environ, LIMIT_VARIABLE: limit}
-    finally:
+    with sigterm_as_interrupt():
         try:
-            _control(found, "quit", timeout=quit_timeout)
-            print("mps: MPS stopped", flush=True)
-        except subprocess.TimeoutExpired:  # quit waits for its clients: one still running holds it
-            print(
-                f"mps: MPS did not stop within {quit_timeout:g} s, a CUDA process still runs under it; stop that "
-                "process, then: echo quit | nvidia-cuda-mps-control",
-                file=sys.stderr,
-                flush=True,
-            )
+            for index in devices:
+                limit_set = _control(found, f"set_default_device_pinned_mem_limit {index} {limit}")
+                if limit_set.returncode != 0:
+                    said = (limit_set.stderr or limit_set.stdout).strip()
+                    raise MpsError(f"MPS refused the limit {limit} on GPU {index}: {said}")
+            # what runs under it knows its limit: a run it records (booktools.runs, make test-gpu) is labelled with it
+            yield {**os.environ, LIMIT_VARIABLE: limit}
         finally:
-            signal.signal(signal.SIGTERM, previous)
+            try:
+                _control(found, "quit", timeout=quit_timeout)
+                print("mps: MPS stopped", flush=True)
+            except subprocess.TimeoutExpired:  # quit waits for its clients: one still running holds it
+                print(
+                    f"mps: MPS did not stop within {quit_timeout:g} s, a CUDA process still runs under it; stop that "
+                    "process, then: echo quit | nvidia-cuda-mps-control",
+                    file=sys.stderr,
+                    flush=True,
+                )
 
 
 def run_with_limit(
@@ -146,29 +142,6 @@ def run_with_limit(
         except KeyboardInterrupt as interruption:
             let_it_stop(child, forward=str(interruption).startswith("signal"))
             raise
-
-
-#: Seconds an interrupted command has to stop its own processes (a room's servers, nbval's kernels) before MPS is
-#: asked to quit: MPS's quit waits for its clients.
-CHILD_GRACE = 60.0
-
-
-def let_it_stop(child: subprocess.Popen, *, forward: bool, grace: float = CHILD_GRACE) -> None:
-    """After Ctrl-C or SIGTERM, give the command its own way out: a Ctrl-C at a terminal reached it too (the same
-    process group), a SIGTERM sent to this process is passed on (``forward``); then wait up to ``grace`` seconds
-    for it to exit before it is killed (:func:`subprocess.run` kills it after a quarter of a second, cutting short
-    whatever it stops in turn)."""
-    if forward and child.poll() is None:
-        child.terminate()
-    try:
-        child.wait(timeout=grace)
-    except subprocess.TimeoutExpired:
-        print(f"mps: the command did not stop within {grace:g} s; killing it", file=sys.stderr, flush=True)
-        child.kill()
-        child.wait()
-    except KeyboardInterrupt:  # a second Ctrl-C: stop waiting
-        child.kill()
-        child.wait()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from booktools import agendas, rehearse, teaching, workshop
-from booktools.notebooks import chapters_in, read_notebook
+from booktools.notebooks import read_notebook
 from booktools.paths import CHAPTERS
 
 #: The teachers' page, whose section "What each chapter teaches" holds one paragraph per chapter page.
@@ -88,16 +88,9 @@ def cell_number(chapter: str, text: str, folder: Path = CHAPTERS) -> int | None:
     """The ``In [n]`` of the first code cell of ``chapter``'s participant edition whose source holds ``text`` (a
     claim's name), when the chapter is run once from the top (empty cells are not run, so not numbered); None
     where no cell holds it."""
-    numbers = workshop.exercise_numbers(workshop.participant_chapters(chapters_in(folder)))
-    edition = workshop.participant_notebook(read_notebook(folder / f"{chapter}.ipynb"), f"{chapter}.ipynb", numbers)
-    count = 0
-    for cell in edition.cells:
-        if cell.cell_type != "code" or not cell.source.strip():
-            continue
-        count += 1
-        if text in cell.source:
-            return count
-    return None
+    cells = workshop.chapter_edition(chapter, folder).cells
+    numbered = workshop.run_numbers(cells)
+    return next((number for place, number in numbered.items() if text in cells[place].source), None)
 
 
 def what_may_stop_the_room(chapters: list[str], rehearsals, claim_runs=None) -> list[str]:

@@ -33,10 +33,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -50,6 +48,7 @@ from pathlib import Path
 from booktools import mps, records, teaching, workshop
 from booktools.notebooks import NotebookFailed, execute_notebook
 from booktools.paths import ROOT, RUNS
+from booktools.processes import stop_all
 from booktools.runs import MemorySampler, gpu_memory_used, limit_bytes
 from support import env
 from support.units import GIB
@@ -397,21 +396,6 @@ def check_installed(environment: dict[str, str], folder: Path) -> None:
         )
 
 
-def stop(process: subprocess.Popen, grace: float = 10) -> None:
-    """Stop a seat and the kernels it started (its process group): SIGTERM, then SIGKILL after ``grace`` s."""
-    for sig, wait_s in ((signal.SIGTERM, grace), (signal.SIGKILL, grace)):
-        if process.poll() is not None:
-            return
-        try:
-            os.killpg(process.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            process.wait(wait_s)
-        except subprocess.TimeoutExpired:
-            continue
-
-
 def seat_command(folder: Path, chapters: Sequence[str], out: Path, kernels: int = 1) -> list[str]:
     """The command that runs one seat in its own process (``python -m booktools.rehearse seat ...``)."""
     command = [sys.executable, "-m", "booktools.rehearse", "seat", "--folder", str(folder), "--out", str(out)]
@@ -479,9 +463,8 @@ def rehearse(
                     time.sleep(0.5)
             except KeyboardInterrupt:
                 interrupted = True
-            finally:
-                for process in processes:  # a seat past its time, or an interruption: no kernel stays on the GPU
-                    stop(process)
+            finally:  # a seat past its time, or an interruption: no kernel stays on the GPU
+                stop_all(processes, grace=10)
         wall = time.perf_counter() - begun
         why = "interrupted" if interrupted else f"not finished within {timeout_s:g} s"
         seat_records = [

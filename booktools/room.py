@@ -32,7 +32,6 @@ client reaches every client under the same MPS.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import ctypes
 import errno
 import functools
@@ -44,15 +43,15 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib.util import find_spec
 from pathlib import Path
 
 from booktools import workshop
 from booktools.mps import LIMIT_VARIABLE
+from booktools.processes import signals_ignored, sigterm_as_interrupt, stop_all
 
 #: The kernel manager each server runs with: one kernel per seat.
 KERNEL_MANAGER = "booktools.room_kernels.OneKernelPerSeat"
@@ -71,7 +70,7 @@ TOKENS = "tokens.json"
 SHEET = "room.md"
 LOGS = "logs"
 #: How long the servers get to stop after SIGTERM, all of them together, before SIGKILL: well within the
-#: ``booktools.mps.CHILD_GRACE`` (60 s) the room gets itself.
+#: ``booktools.processes.CHILD_GRACE`` (60 s) the room gets itself.
 STOP_GRACE = 20.0
 
 
@@ -348,81 +347,6 @@ def start_server(seat: Seat, command: list[str], environment: dict[str, str], lo
         )
 
 
-def _signal_group(process: subprocess.Popen, signum: int) -> None:
-    """Send ``signum`` to a server's process group (the server and the kernels it started), or to the server alone
-    where it has no group of its own; nothing where both are gone."""
-    try:
-        os.killpg(process.pid, signum)
-    except ProcessLookupError:
-        if process.poll() is None:
-            process.send_signal(signum)
-    except PermissionError:  # the group's id is someone else's: the server did not start a session of its own
-        process.send_signal(signum)
-
-
-def _running(process: subprocess.Popen) -> bool:
-    """Whether a server, or a process of its group (a kernel it started), still runs."""
-    if process.poll() is None:
-        return True
-    try:
-        os.killpg(process.pid, 0)
-    except (ProcessLookupError, PermissionError):
-        return False
-    return True
-
-
-@contextlib.contextmanager
-def _signals_ignored(*signums: int) -> Iterator[None]:
-    """Ignore these signals meanwhile (in the main thread; elsewhere signals cannot be set, nor do they arrive)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = {signum: signal.signal(signum, signal.SIG_IGN) for signum in signums}
-    try:
-        yield
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
-
-
-def stop_all(
-    processes: Sequence[subprocess.Popen], grace: float = STOP_GRACE, *, poll: float = 0.05
-) -> list[subprocess.Popen]:
-    """Stop every server at once: SIGTERM to each one's process group, then a wait for all of them against one
-    deadline ``grace`` seconds away, then SIGKILL to what is left. Ctrl-C and SIGTERM are ignored meanwhile (a
-    second Ctrl-C must not leave servers behind). Returns the servers that had to be killed."""
-    with _signals_ignored(signal.SIGINT, signal.SIGTERM):
-        for process in processes:
-            _signal_group(process, signal.SIGTERM)
-        deadline = time.monotonic() + grace
-        while any(_running(process) for process in processes) and time.monotonic() < deadline:
-            time.sleep(poll)
-        killed = [process for process in processes if _running(process)]
-        for process in killed:
-            _signal_group(process, signal.SIGKILL)
-        for process in killed:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                process.wait(5)  # SIGKILL cannot be refused: this is the kernel reaping it
-    return killed
-
-
-@contextlib.contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
-    """SIGTERM raises KeyboardInterrupt meanwhile, as Ctrl-C does: the room stops its servers either way."""
-
-    def stop_on_signal(signum, frame):
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    if threading.current_thread() is not threading.main_thread():  # signals reach the main thread only
-        yield
-        return
-    previous = signal.signal(signal.SIGTERM, stop_on_signal)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
 def serve(
     servers: Sequence[tuple[Seat, subprocess.Popen]],
     *,
@@ -436,7 +360,7 @@ def serve(
     deadline = None if stop_after is None else time.monotonic() + stop_after
     stopped: set[int] = set()
     try:
-        with _sigterm_as_interrupt():
+        with sigterm_as_interrupt():
             while deadline is None or time.monotonic() < deadline:
                 for seat, process in servers:
                     if seat.number not in stopped and process.poll() is not None:
@@ -457,8 +381,8 @@ def serve(
 
 
 def stop_servers(processes: Sequence[subprocess.Popen], grace: float, log: Callable[[str], None]) -> None:
-    """:func:`stop_all`, saying how many servers it stops and which it had to kill."""
-    with _signals_ignored(signal.SIGINT, signal.SIGTERM):  # from the first line on
+    """:func:`booktools.processes.stop_all`, saying how many servers it stops and which it had to kill."""
+    with signals_ignored(signal.SIGINT, signal.SIGTERM):  # from the first line on
         running = [process for process in processes if process.poll() is None]
         if running:
             log(f"room: stopping {len(running)} server(s) (SIGKILL to those still running after {grace:g} s)")
@@ -511,7 +435,7 @@ def open_room(
     make_folders(edition, planned, log)
     write_tokens(into, planned)
     servers: list[tuple[Seat, subprocess.Popen]] = []
-    with _sigterm_as_interrupt():
+    with sigterm_as_interrupt():
         try:
             for seat in planned:
                 command = server_command(seat, ip=ip, cull_after=cull_after)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from booktools import evidence, workshop
 from booktools.agendas import AGENDAS, PLANS, SHOWN_NOT_RUN, agenda, plan  # noqa: F401 - the page reads them here
-from booktools.notebooks import CODE_COLUMNS, chapters_in, headings, read_notebook
+from booktools.notebooks import CODE_COLUMNS, headings
 from booktools.paths import CHAPTERS
 from booktools.runs import RunGroup, chapter_name, chapter_needs, limit_bytes, load
 from support.units import GIB
@@ -259,9 +259,7 @@ def chapter_sections(chapter: str, folder: Path | None = None) -> list[dict]:
     first code cell sets the chapter up: :func:`sets_up`), ``later`` (True for an exercise whose text links to a
     later chapter, whose tools the room has not met yet: :func:`points_later`), ``text`` (its cells' sources, the
     markdown and the code)."""
-    folder = CHAPTERS if folder is None else folder
-    numbers = workshop.exercise_numbers(workshop.participant_chapters(chapters_in(folder)))
-    edition = workshop.participant_notebook(read_notebook(folder / f"{chapter}.ipynb"), f"{chapter}.ipynb", numbers)
+    edition = workshop.chapter_edition(chapter, CHAPTERS if folder is None else folder)
     parts: list[dict] = []
     for cell in edition.cells:
         if cell.cell_type == "markdown":

@@ -321,6 +321,27 @@ def participant_notebook(notebook, name: str = "notebook", numbers: dict[str, st
     return edition
 
 
+def chapter_edition(chapter: str, folder: Path):
+    """``chapter``'s participant notebook (:func:`participant_notebook`), its exercises numbered as the edition of
+    every chapter in ``folder`` numbers them: what the room has in front of it, for the teacher's tables."""
+    numbers = exercise_numbers(participant_chapters(notebooks.chapters_in(folder)))
+    return participant_notebook(notebooks.read_notebook(folder / f"{chapter}.ipynb"), f"{chapter}.ipynb", numbers)
+
+
+def run_numbers(cells) -> dict[int, int]:
+    """The ``In [n]`` each code cell of ``cells`` gets when the notebook is run once from the top, by the cell's
+    place in ``cells``: an empty cell is not run, so Jupyter gives it no number (and none here). The
+    expected-output sheet and the teacher's plan both number cells with it.
+
+    >>> cells = [nbformat.v4.new_markdown_cell("# A"), nbformat.v4.new_code_cell("x = 1"),
+    ...          nbformat.v4.new_code_cell(""), nbformat.v4.new_code_cell("x")]
+    >>> run_numbers(cells)
+    {1: 1, 3: 2}
+    """
+    ran = [place for place, cell in enumerate(cells) if cell.cell_type == "code" and cell.source.strip()]
+    return {place: number for number, place in enumerate(ran, start=1)}
+
+
 def check_edition(original, edition, name: str = "notebook") -> None:
     """Raise :class:`WorkshopError` if a solution or output survived in ``edition``, an exercise of ``original``
     is not there with its empty cell, or MyST markup shows."""
@@ -474,8 +495,9 @@ def expected_sheet(chapters: Sequence[Path], edition: Path, lines: int = 8) -> s
         if not participant.exists():
             continue
         text += [f"## {path.stem}", ""]
-        count = 0
-        for cell in notebooks.read_notebook(participant).cells:
+        cells = notebooks.read_notebook(participant).cells
+        numbered = run_numbers(cells)
+        for place, cell in enumerate(cells):
             if cell.cell_type == "markdown" and cell.source.lstrip().startswith("#"):
                 heading = cell.source.lstrip().splitlines()[0].lstrip("#").strip()
                 text += [f"### {heading}", ""]
@@ -487,7 +509,7 @@ def expected_sheet(chapters: Sequence[Path], edition: Path, lines: int = 8) -> s
                 if answers.get(cell.get("id")):
                     text += ["Solution, from the book:", "", *answers[cell.get("id")]]
                 continue
-            count += 1
+            count = numbered[place]
             outputs = book.get(cell.get("id"), {}).get("outputs", [])
             shown = [_output_text(output, lines) for output in outputs]
             shown = [part for part in shown if part.strip()]

@@ -396,4 +396,4 @@ def test_a_real_file_leaves_the_page_cache_when_dropped_and_stays_when_only_flus
         drop = host.measure_page_drop([path])
         assert drop.size == 4 * 2**20 and drop.read_in >= 0.9 * drop.size
         assert drop.fell_when_dropped >= drop.size / 2 and drop.fell_when_flushed < drop.size / 2
-    assert host.resident_bytes([path]) == {str(path): drop.dropped}
+    assert host.mincore_bytes(path) < drop.size / 2  # the kernel's own answer, asked again: still out of the cache

@@ -4,6 +4,7 @@ on every path (success, failure, an exception) and never started twice."""
 from __future__ import annotations
 
 import os
+import signal
 import stat
 import sys
 import types
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from booktools import mps
+from booktools import mps, processes
 from support.memory import guards, managed
 from support.units import GIB
 
@@ -90,7 +91,7 @@ def test_an_interrupted_command_finishes_stopping_before_mps_is_asked_to_quit(co
     )
     child = mps.subprocess.Popen([sys.executable, "-c", slow_to_stop], stdout=mps.subprocess.PIPE, text=True)
     assert child.stdout.readline().strip() == "ready"
-    mps.let_it_stop(child, forward=True, grace=10)
+    processes.let_it_stop(child, forward=True, grace=10)
     assert stopped.read_text() == "done" and child.returncode == 0
     stuck = mps.subprocess.Popen(
         [
@@ -103,7 +104,7 @@ def test_an_interrupted_command_finishes_stopping_before_mps_is_asked_to_quit(co
         text=True,
     )
     assert stuck.stdout.readline().strip() == "ready"
-    mps.let_it_stop(stuck, forward=True, grace=0.5)  # the control: one that ignores the signal is killed
+    processes.let_it_stop(stuck, forward=True, grace=0.5)  # the control: one that ignores the signal is killed
     assert stuck.returncode == -9
 
 
@@ -163,8 +164,8 @@ def test_managed_memory_within_a_share_is_read_before_and_after_its_prefetch(mon
 def test_mps_that_does_not_quit_in_time_is_named_and_the_signal_handler_restored(control, capsys):
     slow = control.read_text().replace("read line\n", 'read line\n[ "$line" = quit ] && sleep 3\n')
     control.write_text(slow)
-    before = mps.signal.getsignal(mps.signal.SIGTERM)
+    before = signal.getsignal(signal.SIGTERM)
     with mps.limited("16G", quit_timeout=0.5):
         pass
     assert "did not stop within 0.5 s, a CUDA process still runs under it" in capsys.readouterr().err
-    assert mps.signal.getsignal(mps.signal.SIGTERM) == before
+    assert signal.getsignal(signal.SIGTERM) == before

@@ -19,7 +19,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from booktools import room, workshop
+from booktools import processes, room, workshop
 
 
 @pytest.fixture
@@ -392,7 +392,7 @@ def test_stopping_takes_one_deadline_for_all_and_ignores_a_second_ctrl_c(tmp_pat
 def test_servers_that_stop_at_sigterm_are_not_waited_for(tmp_path):
     servers = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)]
     begun = time.monotonic()
-    assert room.stop_all(servers, grace=20) == []
+    assert processes.stop_all(servers, grace=20) == []
     assert time.monotonic() - begun < 5 and servers[0].returncode == -signal.SIGTERM
 
 
