@@ -1,10 +1,10 @@
 """support.many_gpus' measuring aids and readers' questions on the CPU: each GPU's utilisation sampled and summarized
 (utilisation, timing.utilisation_table), a wider autoencoder and its scoring batch (models), the torchrun program
-with two ranks on the Gloo backend (ranks), spilling measured on a CPU worker (spilling), and the scripts that show
-where workers compute when a CUDA context came too early (contexts); the chapter's bookkeeping, from made-up
-inputs: the headline's inputs and the read added to them (timing), the clusters started in a mirrored order and
-checked at each start (timing, cluster), the fine-tuning effect on a group of recordings (scoring), and the page
-drop counted file by file with fincore (host). The GPU parts run in chapter 7."""
+with two ranks on the Gloo backend (ranks), spilling measured on a CPU worker and its spilled bytes counted
+(spilling), and the scripts that show where workers compute when a CUDA context came too early (contexts); the
+chapter's bookkeeping, from made-up inputs: the headline's inputs and the read added to them (timing), the clusters
+started in a mirrored order and checked at each start (timing, cluster), the fine-tuning effect on a group of
+recordings (scoring), and the page drop counted file by file with fincore (host). The GPU parts run in chapter 7."""
 
 from __future__ import annotations
 
@@ -16,7 +16,9 @@ import subprocess
 import sys
 import time
 import warnings
+from types import SimpleNamespace
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -157,6 +159,18 @@ def test_spilling_is_measured_on_one_worker():
     assert spilling.block_sum(spilling.make_block(1, nbytes=80)) == pytest.approx(
         spilling.make_block(1, nbytes=80).sum()
     )
+
+
+def test_a_cpu_workers_spilled_results_count_on_disk(tmp_path):
+    from distributed.spill import SpillBuffer
+
+    buffer = SpillBuffer(str(tmp_path), target=3 * 2**16)  # room for about three blocks in memory
+    for k in range(6):
+        buffer[f"block-{k}"] = np.ones(2**13)  # 64 KiB each
+    where = spilling.where_results_live(SimpleNamespace(data=buffer))
+    assert where["disk"] > 0 and where["host"] > 0  # some blocks left for the disk, some stayed
+    assert where["disk"] + where["host"] == pytest.approx(6 * 2**16, rel=0.05)
+    assert spilling.where_results_live(SimpleNamespace(data={"a": np.ones(8)}))["disk"] == 0
 
 
 def test_the_early_context_scripts_differ_only_at_their_top_level():

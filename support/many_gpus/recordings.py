@@ -1,7 +1,7 @@
 """The recordings of chapter 7: written by the workers, read where they are dealt, and sized for Dask.
 
 - :func:`recording_specs` and :class:`RecordingSpec`: which synthetic recordings (chapter 6's generator, one seed
-  each, every third with three times the ectopic beats);
+  each, every third with three times the ectopic beats), and :func:`ectopic_heavy`, which of them those are;
 - :func:`write_recording` writes one as a CSV with its truth beside it (:func:`truth_path`), and
   :func:`write_recordings` all of them (one task each on a cluster);
 - :func:`read_recording` reads one into a worker's memory (its GPU with ``on="gpu"``), and :func:`read_everywhere`
@@ -20,6 +20,9 @@ import pandas as pd
 
 from support.ecg import reading, synthetic
 
+ECTOPIC_RATE = 0.02  # the share of ectopic beats in most recordings
+ECTOPIC_HEAVY_RATE = 3 * ECTOPIC_RATE  # every third recording's
+
 
 @dataclass(frozen=True)
 class RecordingSpec:
@@ -27,7 +30,7 @@ class RecordingSpec:
 
     seed: int
     hours: float
-    ectopic_rate: float = 0.02
+    ectopic_rate: float = ECTOPIC_RATE
     noise_rate: float = 0.01
 
     @property
@@ -43,7 +46,19 @@ def recording_specs(count: int, hours: float, *, seed: int = 0) -> list[Recordin
     """
     if count < 1 or hours <= 0:
         raise ValueError(f"need at least one recording of positive length, not {count} of {hours} h")
-    return [RecordingSpec(seed + k, hours, ectopic_rate=0.06 if k % 3 == 0 else 0.02) for k in range(count)]
+    rates = [ECTOPIC_HEAVY_RATE if k % 3 == 0 else ECTOPIC_RATE for k in range(count)]
+    return [RecordingSpec(seed + k, hours, ectopic_rate=rate) for k, rate in enumerate(rates)]
+
+
+def ectopic_heavy(ectopic_rates):
+    """Which recordings have more ectopic beats than most (``ectopic_rates``: a pandas Series of
+    :attr:`RecordingSpec.ectopic_rate`, as the metadata of :func:`write_recordings` holds them): a boolean Series.
+
+    >>> import pandas as pd
+    >>> ectopic_heavy(pd.Series([0.06, 0.02, 0.02])).tolist()
+    [True, False, False]
+    """
+    return ectopic_rates > ECTOPIC_RATE
 
 
 def array_module(on: str):

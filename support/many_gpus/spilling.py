@@ -37,9 +37,9 @@ def where_results_live(dask_worker) -> dict[str, int]:
             "GPU": int(sum(sizeof(v) for v in data.device.values())),
             "host": int(sum(sizeof(v) for v in data.host.values())),
         }
-    fast = getattr(data, "fast", data)
-    slow = getattr(data, "slow_stored", None) or {}
-    return {"host": int(sum(sizeof(v) for v in fast.values())), "disk": int(sum(slow.values()) if slow else 0)}
+    fast = getattr(data, "fast", data)  # distributed's SpillBuffer, or a plain dict without spilling
+    spilled = getattr(data, "spilled_total", None)  # SpilledSize(memory, disk) in distributed's SpillBuffer
+    return {"host": int(sum(sizeof(v) for v in fast.values())), "disk": int(spilled.memory) if spilled else 0}
 
 
 def spill_case(client, *, blocks: int, nbytes: int, on: str = "cpu", warmup: int = 1, repeat: int = 3):
