@@ -241,9 +241,12 @@ def make_folders(edition: Path, seats: Sequence[Seat], log: Callable[[str], None
         os.rename(partial, seat.folder)  # refuses a folder that is there and not empty: never a seat's work
 
 
-def server_command(seat: Seat, *, ip: str, cull_after: int, python: str = sys.executable) -> list[str]:
+def server_command(
+    seat: Seat, *, ip: str, cull_after: int, allow_root: bool = False, python: str = sys.executable
+) -> list[str]:
     """The command line of one seat's ``jupyter lab``; its token goes in its environment (:func:`server_environment`),
-    not on a command line that ``ps`` shows every user of the machine."""
+    not on a command line that ``ps`` shows every user of the machine. ``allow_root``: Jupyter refuses to start as
+    root without ``--ServerApp.allow_root`` (:func:`check_account` decides whether the room may)."""
     return [
         python,
         "-m",
@@ -258,7 +261,28 @@ def server_command(seat: Seat, *, ip: str, cull_after: int, python: str = sys.ex
         f"--MappingKernelManager.cull_idle_timeout={cull_after}",
         "--MappingKernelManager.cull_interval=60",
         "--MappingKernelManager.cull_connected=True",
+        *(["--ServerApp.allow_root=True"] if allow_root else []),
     ]
+
+
+def check_account(allow_root: bool, euid: int | None = None) -> None:
+    """Refuse to start the room as root unless asked: every participant's kernel would run as root. A Jupyter
+    server started as root without ``--ServerApp.allow_root`` exits at once, so without this check each seat's
+    server would stop, one log line each, after the room had said it was running.
+
+    >>> check_account(False, euid=1000), check_account(True, euid=0)
+    (None, None)
+    >>> check_account(False, euid=0)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    booktools.room.RoomError: this account is root, and every participant's kernel would run as root: ...allow-root...
+    """
+    if (os.geteuid() if euid is None else euid) == 0 and not allow_root:
+        raise RoomError(
+            "this account is root, and every participant's kernel would run as root: start the room as an ordinary "
+            "account (one made for the workshop), or pass --allow-root on a machine that serves the workshop alone "
+            "(a container)"
+        )
 
 
 def server_environment(seat: Seat, environment: Mapping[str, str]) -> dict[str, str]:
@@ -399,6 +423,7 @@ def open_room(
     first_port: int = 8801,
     ip: str = "127.0.0.1",
     cull_after: int = 900,
+    allow_root: bool = False,
     dry_run: bool = False,
     launch: Callable[[Seat, list[str], dict[str, str], Path], subprocess.Popen] | None = None,
     stop_after: float | None = None,
@@ -410,6 +435,7 @@ def open_room(
     how long the servers get to stop, all together, before they are killed."""
     if cull_after < 1:
         raise RoomError(f"--cull-after is in seconds, at least 1, not {cull_after}")
+    check_account(allow_root)
     planned = plan_seats(edition, into, seats, first_port, read_tokens(into))
     check_ports(ip, [seat.port for seat in planned])
     host = url_host(ip)
@@ -418,7 +444,7 @@ def open_room(
         for seat in planned:
             done = "used as it is" if seat.reused else f"a copy of {edition}"
             log(f"{seat.name}: {seat.folder} ({done}), http://{host}:{seat.port}/lab")
-            command = " ".join(server_command(seat, ip=ip, cull_after=cull_after))
+            command = " ".join(server_command(seat, ip=ip, cull_after=cull_after, allow_root=allow_root))
             log(f"  JUPYTER_TOKEN=... XLA_PYTHON_CLIENT_PREALLOCATE=false {command}")
         log("room: dry run, nothing started")
         return 0
@@ -438,7 +464,7 @@ def open_room(
     with sigterm_as_interrupt():
         try:
             for seat in planned:
-                command = server_command(seat, ip=ip, cull_after=cull_after)
+                command = server_command(seat, ip=ip, cull_after=cull_after, allow_root=allow_root)
                 servers.append((seat, launch(seat, command, server_environment(seat, os.environ), into / LOGS)))
             sheet = room_sheet(planned, host, limit)
             write_private(into / SHEET, sheet)
@@ -468,6 +494,11 @@ def main(argv: list[str] | None = None) -> int:
         ),
     )
     parser.add_argument("--cull-after", type=int, default=900, help="shut down a kernel idle this many seconds")
+    parser.add_argument(
+        "--allow-root",
+        action="store_true",
+        help="start the servers although this account is root (their kernels run as root): a container only",
+    )
     parser.add_argument("--dry-run", action="store_true", help="print the folders and command lines, start nothing")
     args = parser.parse_args(argv)
     try:
@@ -478,6 +509,7 @@ def main(argv: list[str] | None = None) -> int:
             first_port=args.first_port,
             ip=args.ip,
             cull_after=args.cull_after,
+            allow_root=args.allow_root,
             dry_run=args.dry_run,
         )
     except RoomError as error:

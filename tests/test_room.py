@@ -22,6 +22,12 @@ import pytest
 from booktools import processes, room, workshop
 
 
+@pytest.fixture(autouse=True)
+def ordinary_account(monkeypatch):
+    """The room as a workshop's own account starts it (these tests also run as root in some containers)."""
+    monkeypatch.setattr(room.os, "geteuid", lambda: 1000)
+
+
 @pytest.fixture
 def edition(tmp_path) -> Path:
     """A participant edition as booktools.workshop writes one: a chapter, its README and check_setup.py."""
@@ -432,3 +438,23 @@ def test_the_servers_kernel_manager_allows_one_kernel(tmp_path):
         await manager.shutdown_kernel(second)
 
     asyncio.run(seat())
+
+
+def test_the_room_refuses_root_before_it_makes_anything_unless_allowed(edition, tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(room.os, "geteuid", lambda: 0)
+    into = tmp_path / "room"
+    with pytest.raises(room.RoomError, match="--allow-root"):
+        room.open_room(edition, into, 2, first_port=free_port(), launch=sleeper([]), stop_after=0.1)
+    assert not into.exists()  # no folder, no token written
+    assert room.main(["--edition", str(edition), "--seats", "1", "--into", str(into)]) == 2
+    assert "this account is root" in capsys.readouterr().err and not into.exists()
+    started = []
+    assert (
+        room.open_room(
+            edition, into, 1, first_port=free_port(), launch=sleeper(started), stop_after=0.1, allow_root=True
+        )
+        == 0
+    )
+    assert "--ServerApp.allow_root=True" in started[0][1]
+    seat = room.plan_seats(edition, into, 1, 8801, {})[0]
+    assert "--ServerApp.allow_root=True" not in room.server_command(seat, ip="127.0.0.1", cull_after=60)
