@@ -156,6 +156,9 @@ def main(argv: list[str] | None = None) -> int:
     except MpsError as error:
         print(f"mps: {error}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the command was let stop and MPS asked to quit (above)
+        print("mps: interrupted: the command was stopped, then MPS", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

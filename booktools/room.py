@@ -58,10 +58,13 @@ KERNEL_MANAGER = "booktools.room_kernels.OneKernelPerSeat"
 #: A kernel in this execution state holds no GPU share any more: it does not count against the seat.
 GONE = frozenset({"dead"})
 #: What a participant reads when their seat already runs a kernel.
+#: JupyterLab shows it on one line, cut at the dialog's width after "HTTP 403: Forbidden (" (seen in Chromium,
+#: JupyterLab 4.6): what to do comes first.
 ONE_KERNEL = (
-    "This seat already runs a kernel, and a seat gets one: each kernel holds a share of the workshop's GPU. "
-    "Shut down the kernel of the chapter you finished first (in its notebook: Kernel > Shut Down Kernel, or "
-    "the Running Terminals and Kernels panel in the left sidebar), then open this notebook's kernel again."
+    "Shut down your other notebook's kernel first (Kernel > Shut Down Kernel): this seat already runs one, and "
+    "a seat gets one kernel, since each holds a share of the workshop's GPU. The Running Terminals and Kernels "
+    "panel in the left sidebar lists it. Then pick Python 3 in the Select Kernel dialog that follows (or click "
+    "No Kernel at this notebook's top right)."
 )
 #: What ``booktools.workshop`` writes into every edition, and only there: the participant's set-up check.
 EDITION_MARK = "check_setup.py"
@@ -106,8 +109,8 @@ def kernel_refusal(running: Mapping[str, str], asked: str | None = None) -> str 
     (True, True)
     >>> kernel_refusal({"k1": "dead"}) is None
     True
-    >>> print(kernel_refusal({"k1": "busy"})[:38])
-    This seat already runs a kernel, and a
+    >>> print(kernel_refusal({"k1": "busy"})[:44])
+    Shut down your other notebook's kernel first
     """
     if asked is not None and asked in running:
         return None

@@ -13,7 +13,10 @@ class body, so the subclass overrides ``start_kernel`` itself. Every new kernel 
 same kernel id through jupyter_client's ``KernelManager.restart_kernel``), and neither does a session that names a
 kernel the server holds (``start_kernel`` returns it, starting nothing). ``POST /api/kernels`` answers the
 refusal as a 403 with this message (seen against jupyter_server 2.21.1); a new session wraps it in an HTTP 500
-whose message carries it. How JupyterLab shows it has not been seen in a browser yet.
+whose message carries it. JupyterLab 4.6 shows the latter as *Error Starting Kernel*, the message on one line
+cut at the dialog's width (seen in Chromium: ``runs/probes/room_refusal_in_jupyterlab_4.6.png``), then offers
+*Select Kernel*, whose list includes the other notebook's running kernel (picking it starts nothing, so it is
+allowed).
 Changing a notebook's kernel starts the new kernel before the old one is shut down, so it is refused too: shut
 the kernel down first, then pick the new one.
 

@@ -65,17 +65,30 @@ def test_a_failing_command_returns_its_status_and_mps_still_stops(control):
     assert calls(control)[-1] == "quit"
 
 
-def test_an_interruption_still_stops_mps(control, monkeypatch):
-    class Interrupted(mps.subprocess.Popen):
-        def wait(self, timeout=None):
-            if timeout is None and self.args[0] == sys.executable:  # the command's wait: Ctrl-C arrives
-                raise KeyboardInterrupt
-            return super().wait(timeout)
+class Interrupted(mps.subprocess.Popen):
+    """A process whose wait is cut by Ctrl-C, for the command run under MPS (not for MPS's own control calls)."""
 
+    def wait(self, timeout=None):
+        if timeout is None and self.args[0] == sys.executable:  # the command's wait: Ctrl-C arrives
+            raise KeyboardInterrupt
+        return super().wait(timeout)
+
+
+def test_an_interruption_still_stops_mps(control, monkeypatch):
     monkeypatch.setattr(mps.subprocess, "Popen", Interrupted)
     with pytest.raises(KeyboardInterrupt):
         mps.run_with_limit([sys.executable, "-c", "pass"], "16G")
     assert calls(control)[-1] == "quit"
+
+
+def test_an_interrupted_run_ends_in_one_line_not_a_traceback(control, monkeypatch, capsys):
+    """The room's check on the H100 (runs/probes/room_check_*) ended its Ctrl-C in a KeyboardInterrupt traceback."""
+
+    monkeypatch.setattr(mps.subprocess, "Popen", Interrupted)
+    assert mps.main(["--limit", "16G", "--", sys.executable, "-c", "pass"]) == 130
+    said = capsys.readouterr()
+    assert "Traceback" not in said.err and said.err.strip() == "mps: interrupted: the command was stopped, then MPS"
+    assert calls(control)[-1] == "quit" and "mps: MPS stopped" in said.out
 
 
 def test_an_interrupted_command_finishes_stopping_before_mps_is_asked_to_quit(control, tmp_path):

@@ -25,6 +25,7 @@ import argparse
 import datetime as dt
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -194,6 +195,7 @@ def main(argv: list[str] | None = None) -> int:
         environment.setdefault("JUPYTERLAB_DIR", str(assets))
     if not args.no_mps:
         room_command = [sys.executable, "-m", "booktools.mps", "--limit", args.limit, "--", *room_command]
+    args.into.parent.mkdir(parents=True, exist_ok=True)
     log = open(args.into.parent / f"{args.into.name}-room.out", "w")  # noqa: SIM115  # closed at the end
     started = time.monotonic()
     room = subprocess.Popen(room_command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=environment)
@@ -250,7 +252,8 @@ def main(argv: list[str] | None = None) -> int:
         if left_running("nvidia-cuda-mps-control -d") or left_running("nvidia-cuda-mps-server"):
             subprocess.run(["bash", "-c", "echo quit | timeout 10 nvidia-cuda-mps-control"], check=False)
         log.close()
-        record["room_log"] = (args.into.parent / f"{args.into.name}-room.out").read_text(errors="replace")[-4000:]
+        room_log = (args.into.parent / f"{args.into.name}-room.out").read_text(errors="replace")[-4000:]
+        record["room_log"] = re.sub(r"token=[\w-]+", "token=(redacted)", room_log)  # room.md's addresses
         args.out.write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n")
     return 0 if all(s["step"] != "error" for s in record["steps"]) else 1
 
