@@ -18,6 +18,7 @@ import contextlib
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator, Sequence
@@ -98,12 +99,13 @@ def limited(
             "an MPS control daemon already runs on this machine; stop it (echo quit | nvidia-cuda-mps-control) or run "
             "the command without mps"
         )
-    started = _control(found)
-    if started.returncode != 0:
-        raise MpsError(f"could not start MPS: {(started.stderr or started.stdout).strip()}")
-
     with sigterm_as_interrupt():
-        try:
+        start_failed = False
+        try:  # the start inside: a Ctrl-C while the daemon starts still asks it to quit
+            started = _control(found)
+            if started.returncode != 0:
+                start_failed = True
+                raise MpsError(f"could not start MPS: {(started.stderr or started.stdout).strip()}")
             for index in devices:
                 limit_set = _control(found, f"set_default_device_pinned_mem_limit {index} {limit}")
                 if limit_set.returncode != 0:
@@ -112,16 +114,22 @@ def limited(
             # what runs under it knows its limit: a run it records (booktools.runs, make test-gpu) is labelled with it
             yield {**os.environ, LIMIT_VARIABLE: limit}
         finally:
-            try:
-                _control(found, "quit", timeout=quit_timeout)
-                print("mps: MPS stopped", flush=True)
-            except subprocess.TimeoutExpired:  # quit waits for its clients: one still running holds it
-                print(
-                    f"mps: MPS did not stop within {quit_timeout:g} s, a CUDA process still runs under it; stop that "
-                    "process, then: echo quit | nvidia-cuda-mps-control",
-                    file=sys.stderr,
-                    flush=True,
-                )
+            if not start_failed:
+                _quit(found, quit_timeout)
+
+
+def _quit(control: str, timeout: float) -> None:
+    """Ask MPS to quit, and say whether it did."""
+    try:
+        _control(control, "quit", timeout=timeout)
+        print("mps: MPS stopped", flush=True)
+    except subprocess.TimeoutExpired:  # quit waits for its clients: one still running holds it
+        print(
+            f"mps: MPS did not stop within {timeout:g} s, a CUDA process still runs under it; stop that "
+            "process, then: echo quit | nvidia-cuda-mps-control",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 def run_with_limit(
@@ -156,10 +164,24 @@ def main(argv: list[str] | None = None) -> int:
     except MpsError as error:
         print(f"mps: {error}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the command was let stop and MPS asked to quit (above)
-        print("mps: interrupted: the command was stopped, then MPS", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as interruption:  # the lines above say whether MPS stopped
+        print("mps: interrupted", file=sys.stderr)
+        return TERMINATED if str(interruption).startswith("signal") else INTERRUPTED
+
+
+#: The statuses :func:`main` returns when Ctrl-C (SIGINT) or SIGTERM stopped the run, as a shell numbers them.
+INTERRUPTED, TERMINATED = 128 + signal.SIGINT, 128 + signal.SIGTERM
+
+
+def end_as_signalled(status: int) -> None:
+    """Exit as a process the signal killed, after the cleanup: a shell loop over ``booktools.mps`` then stops at
+    Ctrl-C, as it would for the command itself. Other statuses exit as they are."""
+    for code, signalled in ((INTERRUPTED, signal.SIGINT), (TERMINATED, signal.SIGTERM)):
+        if status == code:
+            signal.signal(signalled, signal.SIG_DFL)
+            os.kill(os.getpid(), signalled)
+    sys.exit(status)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    end_as_signalled(main())

@@ -61,10 +61,9 @@ GONE = frozenset({"dead"})
 #: JupyterLab shows it on one line, cut at the dialog's width after "HTTP 403: Forbidden (" (seen in Chromium,
 #: JupyterLab 4.6): what to do comes first.
 ONE_KERNEL = (
-    "Shut down your other notebook's kernel first (Kernel > Shut Down Kernel): this seat already runs one, and "
-    "a seat gets one kernel, since each holds a share of the workshop's GPU. The Running Terminals and Kernels "
-    "panel in the left sidebar lists it. Then pick Python 3 in the Select Kernel dialog that follows (or click "
-    "No Kernel at this notebook's top right)."
+    "One kernel per seat: pick No Kernel in the next dialog, shut down this seat's other kernel (Kernel > Shut "
+    "Down Kernel in its tab, or the Running Terminals and Kernels panel in the left sidebar), then click No Kernel "
+    "at this notebook's top right and pick Python 3 (ipykernel). Each kernel holds a share of the workshop's GPU."
 )
 #: What ``booktools.workshop`` writes into every edition, and only there: the participant's set-up check.
 EDITION_MARK = "check_setup.py"
@@ -109,8 +108,8 @@ def kernel_refusal(running: Mapping[str, str], asked: str | None = None) -> str 
     (True, True)
     >>> kernel_refusal({"k1": "dead"}) is None
     True
-    >>> print(kernel_refusal({"k1": "busy"})[:44])
-    Shut down your other notebook's kernel first
+    >>> print(kernel_refusal({"k1": "busy"})[:39])
+    One kernel per seat: pick No Kernel in
     """
     if asked is not None and asked in running:
         return None
@@ -268,6 +267,11 @@ def server_command(
     ]
 
 
+def _euid() -> int:
+    """This process's effective user id (a function of its own, for tests to stand in for)."""
+    return os.geteuid()
+
+
 def check_account(allow_root: bool, euid: int | None = None) -> None:
     """Refuse to start the room as root unless asked: every participant's kernel would run as root. A Jupyter
     server started as root without ``--ServerApp.allow_root`` exits at once, so without this check each seat's
@@ -280,7 +284,7 @@ def check_account(allow_root: bool, euid: int | None = None) -> None:
     ...
     booktools.room.RoomError: this account is root, and every participant's kernel would run as root: ...allow-root...
     """
-    if (os.geteuid() if euid is None else euid) == 0 and not allow_root:
+    if (_euid() if euid is None else euid) == 0 and not allow_root:
         raise RoomError(
             "this account is root, and every participant's kernel would run as root: start the room as an ordinary "
             "account (one made for the workshop), or pass --allow-root on a machine that serves the workshop alone "
@@ -438,7 +442,10 @@ def open_room(
     how long the servers get to stop, all together, before they are killed."""
     if cull_after < 1:
         raise RoomError(f"--cull-after is in seconds, at least 1, not {cull_after}")
-    check_account(allow_root)
+    if not dry_run:  # a dry run starts nothing: it says what a start as this account would need
+        check_account(allow_root)
+    elif _euid() == 0 and not allow_root:
+        log("room: this account is root: a start would need --allow-root (every kernel would run as root)")
     planned = plan_seats(edition, into, seats, first_port, read_tokens(into))
     check_ports(ip, [seat.port for seat in planned])
     host = url_host(ip)

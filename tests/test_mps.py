@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import signal
 import stat
+import subprocess
 import sys
 import types
 from pathlib import Path
@@ -85,10 +86,37 @@ def test_an_interrupted_run_ends_in_one_line_not_a_traceback(control, monkeypatc
     """The room's check on the H100 (runs/probes/room_check_*) ended its Ctrl-C in a KeyboardInterrupt traceback."""
 
     monkeypatch.setattr(mps.subprocess, "Popen", Interrupted)
-    assert mps.main(["--limit", "16G", "--", sys.executable, "-c", "pass"]) == 130
+    assert mps.main(["--limit", "16G", "--", sys.executable, "-c", "pass"]) == mps.INTERRUPTED == 130
     said = capsys.readouterr()
-    assert "Traceback" not in said.err and said.err.strip() == "mps: interrupted: the command was stopped, then MPS"
+    assert "Traceback" not in said.err and said.err.strip() == "mps: interrupted"
     assert calls(control)[-1] == "quit" and "mps: MPS stopped" in said.out
+
+
+def test_the_command_line_ends_as_the_signal_killed_it_so_a_shell_loop_stops(tmp_path):
+    """After its cleanup, python -m booktools.mps dies by the signal that stopped it (bash stops a loop then)."""
+    for status, expected in ((mps.INTERRUPTED, -signal.SIGINT), (mps.TERMINATED, -signal.SIGTERM), (2, 2), (0, 0)):
+        ended = subprocess.run(
+            [sys.executable, "-c", f"from booktools import mps; mps.end_as_signalled({status})"],
+            cwd=Path(__file__).parents[1],
+            check=False,
+        )
+        assert ended.returncode == expected, status
+
+
+FAILING_START = FAKE_CONTROL.replace('touch "$state"; exit 0; fi', "echo no GPU >&2; exit 1; fi")
+SLOW_START = FAKE_CONTROL.replace('touch "$state"; exit 0; fi', 'touch "$state"; kill -INT $PPID; sleep 1; exit 0; fi')
+
+
+def test_a_start_that_failed_is_not_asked_to_quit_and_one_cut_short_is(control):
+    control.write_text(FAILING_START)
+    with pytest.raises(mps.MpsError, match="could not start MPS: no GPU"):
+        mps.run_with_limit([sys.executable, "-c", "pass"], "16G")
+    assert calls(control) == ["get_server_list", "start"]  # nothing started: no quit to wait on
+    (control.parent / "calls.log").unlink()
+    control.write_text(SLOW_START)  # Ctrl-C arrives while the daemon starts
+    with pytest.raises(KeyboardInterrupt):
+        mps.run_with_limit([sys.executable, "-c", "pass"], "16G")
+    assert calls(control) == ["get_server_list", "start", "quit"]
 
 
 def test_an_interrupted_command_finishes_stopping_before_mps_is_asked_to_quit(control, tmp_path):

@@ -25,7 +25,7 @@ from booktools import processes, room, workshop
 @pytest.fixture(autouse=True)
 def ordinary_account(monkeypatch):
     """The room as a workshop's own account starts it (these tests also run as root in some containers)."""
-    monkeypatch.setattr(room.os, "geteuid", lambda: 1000)
+    monkeypatch.setattr(room, "_euid", lambda: 1000)
 
 
 @pytest.fixture
@@ -441,7 +441,7 @@ def test_the_servers_kernel_manager_allows_one_kernel(tmp_path):
 
 
 def test_the_room_refuses_root_before_it_makes_anything_unless_allowed(edition, tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(room.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(room, "_euid", lambda: 0)
     into = tmp_path / "room"
     with pytest.raises(room.RoomError, match="--allow-root"):
         room.open_room(edition, into, 2, first_port=free_port(), launch=sleeper([]), stop_after=0.1)
@@ -456,5 +456,8 @@ def test_the_room_refuses_root_before_it_makes_anything_unless_allowed(edition, 
         == 0
     )
     assert "--ServerApp.allow_root=True" in started[0][1]
+    said = []
+    assert room.open_room(edition, tmp_path / "dry", 1, first_port=free_port(), dry_run=True, log=said.append) == 0
+    assert any("would need --allow-root" in line for line in said) and not (tmp_path / "dry").exists()
     seat = room.plan_seats(edition, into, 1, 8801, {})[0]
     assert "--ServerApp.allow_root=True" not in room.server_command(seat, ip="127.0.0.1", cull_after=60)

@@ -13,7 +13,9 @@ for the teachers' page:
   /api/sessions``, what JupyterLab sends): the status and message a participant's JupyterLab receives;
 - seat 2's token used on seat 1's server: listing and shutting down seat 1's kernel;
 - seat 1 asking for more GPU memory than its share, then seat 2 computing right after;
-- seat 1's kernel shut down and a new one started (the refusal lifts);
+- a notebook's kernel changed (``PATCH /api/sessions``, what Kernel > Change Kernel sends): refused too;
+- seat 1's kernel shut down and a new one started (the refusal lifts), and with ``--check-cull`` left idle until
+  the server culls it (``--cull-after``);
 - Ctrl-C to the room: how long until every server and MPS stopped, and what was left.
 
 Every step's result is written to ``--out`` (JSON) and printed one line each. MPS is stopped on every path.
@@ -166,6 +168,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--limit", default="16G")
     parser.add_argument("--over-ask", type=float, default=20.0, help="GiB seat 1 asks for, above its share")
     parser.add_argument("--no-mps", action="store_true", help="the room alone: no MPS, no GPU steps")
+    parser.add_argument("--cull-after", type=int, default=600, help="the room's --cull-after, in seconds")
+    parser.add_argument("--check-cull", action="store_true", help="wait for an idle kernel to be culled")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
     if args.seats < 2:
@@ -183,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
         "--first-port",
         str(PORT0),
         "--cull-after",
-        "600",
+        str(args.cull_after),
     ]
     if os.geteuid() == 0:  # a lab host's only account: the room refuses root unless told (booktools.room)
         room_command.append("--allow-root")
@@ -196,66 +200,125 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_mps:
         room_command = [sys.executable, "-m", "booktools.mps", "--limit", args.limit, "--", *room_command]
     args.into.parent.mkdir(parents=True, exist_ok=True)
-    log = open(args.into.parent / f"{args.into.name}-room.out", "w")  # noqa: SIM115  # closed at the end
+    log_path = args.into.parent / f"{args.into.name}-room.out"  # holds room.md's addresses: this account's only
+    log = os.fdopen(os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w")
     started = time.monotonic()
     room = subprocess.Popen(room_command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=environment)
     record: dict = {"command": " ".join(room_command[1:]), "steps": []}
 
-    def step(name: str, **result) -> None:
-        record["steps"].append({"step": name, **result})
-        print(f"{name}: {json.dumps(result, ensure_ascii=False)[:400]}", flush=True)
+    def step(name: str, expected: bool, **result) -> None:
+        """One step's result, and whether it is what the teachers' page says the room does."""
+        record["steps"].append({"step": name, "as expected": bool(expected), **result})
+        mark = "ok" if expected else "UNEXPECTED"
+        print(f"{mark} {name}: {json.dumps(result, ensure_ascii=False)[:400]}", flush=True)
 
+    refused = "One kernel per seat"
     try:
         ports = wait_for_servers(args.into, args.seats, room)
-        step("servers answering", seats=len(ports), seconds=round(time.monotonic() - started, 1))
+        step(
+            "servers answering",
+            len(ports) == args.seats,
+            seats=len(ports),
+            seconds=round(time.monotonic() - started, 1),
+        )
         (port1, token1), (port2, token2) = list(ports.items())[:2]
         kernels = {}
         for port, token in ports.items():
             status, body = api(port, token, "POST", "/api/kernels", {"name": "python3"})
             kernels[port] = body.get("id") if isinstance(body, dict) else None
-            step(f"first kernel, port {port}", status=status)
+            step(f"first kernel, port {port}", status == 201, status=status)
         status, message = api(port1, token1, "POST", "/api/kernels", {"name": "python3"})
-        step("second kernel, seat 1, POST /api/kernels", status=status, message=message)
-        notebook = sorted(p.name for p in args.edition.glob("*.ipynb"))[-1]
-        session = {"path": notebook, "type": "notebook", "name": notebook, "kernel": {"name": "python3"}}
+        step(
+            "second kernel, seat 1, POST /api/kernels",
+            status == 403 and refused in str(message),
+            status=status,
+            message=message,
+        )
+        notebooks = sorted(p.name for p in args.edition.glob("*.ipynb"))
+        session = {"path": notebooks[-1], "type": "notebook", "name": notebooks[-1], "kernel": {"name": "python3"}}
         status, message = api(port1, token1, "POST", "/api/sessions", session)
-        step(f"second notebook opened, seat 1, POST /api/sessions ({notebook})", status=status, message=message)
+        step(
+            f"second notebook opened, seat 1, POST /api/sessions ({notebooks[-1]})",
+            status == 500 and refused in str(message),
+            status=status,
+            message=message,
+        )
+        status, message = api(port1, "", "GET", "/api/kernels")
+        step("no token on seat 1's server: list kernels", status == 403, status=status, message=message)
         status, message = api(port1, token2, "GET", "/api/kernels")
-        step("seat 2's token on seat 1's server: list kernels", status=status, message=message)
+        step("seat 2's token on seat 1's server: list kernels", status == 403, status=status, message=message)
         status, message = api(port1, token2, "DELETE", f"/api/kernels/{kernels[port1]}")
-        step("seat 2's token on seat 1's server: shut down seat 1's kernel", status=status, message=message)
+        step(
+            "seat 2's token on seat 1's server: shut down seat 1's kernel (refused as a request without a "
+            "token of this server: it asks for its XSRF cookie)",
+            status == 403,
+            status=status,
+            message=message,
+        )
         alive = api(port1, token1, "GET", f"/api/kernels/{kernels[port1]}")[0]
-        step("seat 1's kernel after that", status=alive)
+        step("seat 1's kernel after that", alive == 200, status=alive)
         if not args.no_mps:
             for port, token in ports.items():
-                step(f"GPU memory seen (free, total GiB), port {port}", **run_code(port, token, kernels[port], SHARE))
+                seen = run_code(port, token, kernels[port], SHARE)
+                step(f"GPU memory seen (free, total GiB), port {port}", seen["error"] is None, **seen)
+            over = run_code(port1, token1, kernels[port1], OVER_ASK.format(gib=args.over_ask))
+            step(f"seat 1 asks for {args.over_ask:g} GiB", over["printed"].startswith("refused"), **over)
+            work = run_code(port2, token2, kernels[port2], WORK)
+            step("seat 2 computes right after", work["error"] is None and work["printed"] != "", **work)
+        # changing a notebook's kernel (what Kernel > Change Kernel sends): the new kernel would be a second one
+        api(port2, token2, "DELETE", f"/api/kernels/{kernels[port2]}")
+        status, body = api(
+            port2, token2, "POST", "/api/sessions", {**session, "path": notebooks[0], "name": notebooks[0]}
+        )
+        step(f"seat 2 opens {notebooks[0]}", status == 201, status=status)
+        if status == 201:
+            change = {"kernel": {"name": "python3"}}
+            status, message = api(port2, token2, "PATCH", f"/api/sessions/{body['id']}", change)
             step(
-                f"seat 1 asks for {args.over_ask:g} GiB",
-                **run_code(port1, token1, kernels[port1], OVER_ASK.format(gib=args.over_ask)),
+                "seat 2 changes that notebook's kernel, PATCH /api/sessions",
+                status in (403, 500, 501) and refused in str(message),
+                status=status,
+                message=message,
             )
-            step("seat 2 computes right after", **run_code(port2, token2, kernels[port2], WORK))
         status, _ = api(port1, token1, "DELETE", f"/api/kernels/{kernels[port1]}")
-        step("seat 1 shuts its kernel down", status=status)
+        step("seat 1 shuts its kernel down", status == 204, status=status)
         status, body = api(port1, token1, "POST", "/api/kernels", {"name": "python3"})
-        step("seat 1 starts a kernel again", status=status)
+        step("seat 1 starts a kernel again", status == 201, status=status)
+        if args.check_cull and status == 201:  # left idle, the server shuts it down after --cull-after
+            waited, deadline = time.monotonic(), time.monotonic() + args.cull_after + 150
+            while time.monotonic() < deadline and api(port1, token1, "GET", f"/api/kernels/{body['id']}")[0] == 200:
+                time.sleep(5)
+            gone = api(port1, token1, "GET", f"/api/kernels/{body['id']}")[0]
+            step(
+                f"seat 1's idle kernel, culled after {args.cull_after} s",
+                gone == 404,
+                status=gone,
+                seconds=round(time.monotonic() - waited),
+            )
     except Exception as error:  # noqa: BLE001  # record it, then stop the room all the same
-        step("error", message=f"{type(error).__name__}: {error}")
+        step("error", False, message=f"{type(error).__name__}: {error}")
     finally:
         stopped = stop_room(room)
         time.sleep(2)
+        servers_left = left_running(f"--ServerApp.root_dir={args.into.resolve()}/")
+        mps_left = left_running("nvidia-cuda-mps")
+        expected_exit = (0, -signal.SIGINT) if args.no_mps else (-signal.SIGINT,)  # mps ends as Ctrl-C killed it
         step(
             "Ctrl-C to the room",
+            stopped["exit"] in expected_exit and not servers_left and not mps_left,
             **stopped,
-            jupyter_left=left_running("jupyterlab"),
-            mps_left=left_running("nvidia-cuda-mps"),
+            servers_left=servers_left,
+            mps_left=mps_left,
         )
         if left_running("nvidia-cuda-mps-control -d") or left_running("nvidia-cuda-mps-server"):
             subprocess.run(["bash", "-c", "echo quit | timeout 10 nvidia-cuda-mps-control"], check=False)
         log.close()
-        room_log = (args.into.parent / f"{args.into.name}-room.out").read_text(errors="replace")[-4000:]
+        room_log = log_path.read_text(errors="replace")[-4000:]
         record["room_log"] = re.sub(r"token=[\w-]+", "token=(redacted)", room_log)  # room.md's addresses
         args.out.write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n")
-    return 0 if all(s["step"] != "error" for s in record["steps"]) else 1
+    unexpected = [step["step"] for step in record["steps"] if not step["as expected"]]
+    print("every step as expected" if not unexpected else f"UNEXPECTED: {unexpected}")
+    return 1 if unexpected else 0
 
 
 if __name__ == "__main__":

@@ -58,7 +58,7 @@ def ectopic_heavy(ectopic_rates):
     >>> ectopic_heavy(pd.Series([0.06, 0.02, 0.02])).tolist()
     [True, False, False]
     """
-    return ectopic_rates > ECTOPIC_RATE
+    return ectopic_rates > (ECTOPIC_RATE + ECTOPIC_HEAVY_RATE) / 2  # between the two: a rate read back may round
 
 
 def array_module(on: str):
