@@ -256,11 +256,19 @@ def participant_setup(url: str | None) -> str:
     return f"""## Before the workshop, and without a GPU
 
 Your teacher has installed the book's libraries on the workshop's GPU server and given you this folder and a
-Jupyter server (or a kernel) to run it in. Before the day, run the set-up check in this folder, from a terminal
-of that server (`python check_setup.py`) or from a notebook cell (`%run check_setup.py`): one line per check
-(the GPU and its driver, each library used once on the GPU, the memory your seat can use against what these
-chapters need, the files beside the notebooks); its last line says whether the seat is ready, and each problem
-comes with what to do.
+Jupyter server (or a kernel) to run it in. Before the day, as soon as your seat's address works, run the set-up
+check in this folder: from a terminal where your server has one (`python check_setup.py`), or from a cell of
+this notebook, as a process of its own, so that this notebook's kernel stays clear of the GPU for the cells below
+(a workshop's servers often have no terminal):
+
+```python
+import sys
+!{{sys.executable}} check_setup.py
+```
+
+One line per check (the GPU and its driver, each library used once on the GPU, the memory your seat can use
+against what these chapters need, the files beside the notebooks); its last line says whether the seat is ready,
+and each problem comes with what to do.
 
 Run each chapter from the top, one cell after the other: a later cell uses what the earlier ones made. Each
 exercise has an empty cell under it for your answer.
@@ -535,8 +543,9 @@ One notebook per chapter of this workshop ({", ".join(chapters)}), with the exer
 the chapters open (`diagrams/`, chapter 6's `ecg_cli_*.json`). Keep the folder as it is: the notebooks read
 those files from beside them.
 
-Before the day, check your seat: `python check_setup.py` in this folder (or `%run check_setup.py` in a notebook
-cell), with the Python or kernel your teacher named. It checks the GPU and its driver, uses each library once on
+Before the day, check your seat: `python check_setup.py` in this folder, with the Python or kernel your teacher
+named (from a notebook cell: `!{{sys.executable}} check_setup.py` after `import sys`, a process of its own; not
+`%run`, which would use the GPU in the notebook's own kernel). It checks the GPU and its driver, uses each library once on
 the GPU, compares the memory your seat can use with what these chapters need, and checks the files; each
 problem comes with what to do.
 
