@@ -129,6 +129,29 @@ def check_edition(edition: Path) -> None:
         raise RoomError(f"{edition} holds no chapter notebook: {hint}")
 
 
+def _card_total() -> int | None:
+    """GPU 0's memory in bytes, or None where NVML cannot say (a function of its own, for tests to stand in for)."""
+    from support import env  # noqa: PLC0415  # NVML through the book's probe, only when a limit is set
+
+    card = env.card_memory()
+    return card.total if card is not None else None
+
+
+def check_fit(seats: int, limit: str, total_bytes: int | None = None) -> None:
+    """Refuse a room whose seats cannot all hold their MPS share on the card at once (each seat's one kernel holds
+    ``limit``), with the share or the seat count that would fit: what :func:`booktools.rehearse.check_plan` asks of a
+    rehearsal. Where the card's memory cannot be read, nothing is refused."""
+    from booktools.rehearse import RehearsalError, check_plan  # noqa: PLC0415  # its notebooks' stack, only here
+
+    total = _card_total() if total_bytes is None else total_bytes
+    if total is None:
+        return
+    try:
+        check_plan(seats, limit, total)
+    except RehearsalError as error:
+        raise RoomError(str(error).replace("(--limit ", "(booktools.mps --limit ")) from None
+
+
 def check_ports(ip: str, ports: Sequence[int]) -> None:
     """Refuse ports outside 1-65535 or already taken on ``ip`` (something listens there, or a room runs), and an
     ``ip`` that is not an address of this machine.
@@ -450,6 +473,8 @@ def open_room(
     check_ports(ip, [seat.port for seat in planned])
     host = url_host(ip)
     limit = os.environ.get(LIMIT_VARIABLE)
+    if limit:
+        check_fit(len(planned), limit)
     if dry_run:
         for seat in planned:
             done = "used as it is" if seat.reused else f"a copy of {edition}"

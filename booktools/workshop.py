@@ -545,9 +545,9 @@ those files from beside them.
 
 Before the day, check your seat: `python check_setup.py` in this folder, with the Python or kernel your teacher
 named (from a notebook cell: `!{{sys.executable}} check_setup.py` after `import sys`, a process of its own; not
-`%run`, which would use the GPU in the notebook's own kernel). It checks the GPU and its driver, uses each library once on
-the GPU, compares the memory your seat can use with what these chapters need, and checks the files; each
-problem comes with what to do.
+`%run`, which would use the GPU in the notebook's own kernel). It checks the GPU and its driver, uses each
+library once on the GPU, compares the memory your seat can use with what these chapters need, and checks the
+files; each problem comes with what to do.
 
 The chapters import the book's `support` package, installed once on the server for everyone; the folder can
 live anywhere, a home directory included. Run chapter 0 first, then each chapter from the top, one cell after

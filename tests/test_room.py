@@ -461,3 +461,20 @@ def test_the_room_refuses_root_before_it_makes_anything_unless_allowed(edition, 
     assert any("would need --allow-root" in line for line in said) and not (tmp_path / "dry").exists()
     seat = room.plan_seats(edition, into, 1, 8801, {})[0]
     assert "--ServerApp.allow_root=True" not in room.server_command(seat, ip="127.0.0.1", cull_after=60)
+
+
+def test_a_room_whose_shares_do_not_fit_the_card_is_refused_before_it_makes_anything(edition, tmp_path, monkeypatch):
+    monkeypatch.setenv(room.LIMIT_VARIABLE, "16G")
+    monkeypatch.setattr(room, "_card_total", lambda: 80 * 2**30)  # 6 seats of 16G need 96 GiB
+    into = tmp_path / "room"
+    with pytest.raises(room.RoomError, match=r"6 seats of 16G need 96.0 GiB .*booktools.mps --limit 13G\), or use 5"):
+        room.open_room(edition, into, 6, first_port=free_port(), launch=sleeper([]), stop_after=0.1)
+    assert not into.exists()
+    monkeypatch.setattr(room, "_card_total", lambda: int(79.18 * 2**30))  # the H100 as NVML reports it
+    with pytest.raises(room.RoomError, match="give each seat at most 15G"):
+        room.open_room(edition, into, 5, first_port=free_port(), launch=sleeper([]), stop_after=0.1)
+    assert room.open_room(edition, into, 5 - 1, first_port=free_port(), launch=sleeper([]), stop_after=0.1) == 0
+    monkeypatch.setattr(room, "_card_total", lambda: None)  # no NVML: nothing to check against
+    assert (
+        room.open_room(edition, tmp_path / "other", 5, first_port=free_port(), launch=sleeper([]), stop_after=0.1) == 0
+    )
