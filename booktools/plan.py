@@ -84,6 +84,68 @@ def reached(chapter: dict, paragraph: str) -> tuple[list[str], list[str]]:
     return discussed, left
 
 
+def section_saving(how: str) -> float:
+    """Minutes a section saves when the room runs it through instead of discussing it (``how`` as
+    :func:`booktools.teaching.chapter_plan` writes it: ``live L, talk T``): the run time stays, the talk goes.
+
+    >>> round(section_saving("live 1, talk 2"), 2), section_saving("run through")
+    (3.8, 0.0)
+    """
+    match = re.fullmatch(r"live (\d+), talk (\d+)", how)
+    if match is None:
+        return 0.0
+    live, talk = int(match[1]), int(match[2])
+    through = teaching.TALK_SECONDS["room runs through"]
+    return (
+        live * (teaching.TALK_SECONDS["live-coded"] - through)
+        + talk * (teaching.TALK_SECONDS["room runs, discussed"] - through)
+    ) / 60
+
+
+#: How many discussed sections a chapter's cut list names, from its last (the cuts after them save less each).
+CUTS_SHOWN = 3
+
+
+def cut_list(chapter: dict) -> str:
+    """What to cut in ``chapter`` (a slot's :func:`booktools.teaching.chapter_plan`) when the room runs late, in
+    the reverse of the order the plan filled the slot: the last :data:`CUTS_SHOWN` discussed sections from the last
+    up (each run through instead, with the minutes it saves), then the exercise (left to after the workshop).
+
+    >>> print(cut_list({"chapter": "ch", "exercise": "Exercise 1.2: Find the copy", "parts": [
+    ...     {"section": "A", "how": "live 1, talk 2"}, {"section": "B", "how": "run through"},
+    ...     {"section": "C", "how": "live 0, talk 1"}]}))
+    ch: "C" run through (0.7 min); then "A" run through (3.8 min); then Exercise 1.2 left to after the workshop (10 min)
+    """
+    cuts = [
+        f'"{part["section"]}" run through ({section_saving(part["how"]):.1f} min)'
+        for part in reversed(chapter["parts"])
+        if section_saving(part["how"]) > 0
+    ][:CUTS_SHOWN]
+    if chapter["exercise"] is not None:
+        cuts.append(f"{chapter['exercise'].split(':')[0]} left to after the workshop ({teaching.EXERCISE_MINUTES} min)")
+    return f"{chapter['chapter']}: " + ("; then ".join(cuts) if cuts else "nothing: it is run through already")
+
+
+def agenda_reach(agenda: str) -> list[str]:
+    """For each chapter of ``agenda``: the objectives its slot discusses, those it leaves to the book
+    (:func:`reached`), and what to cut when the room runs late (:func:`cut_list`); the teachers' page prints them."""
+    plans = {
+        slot["chapter"]["chapter"]: slot["chapter"]
+        for slot in teaching.agenda_plan(agenda, rehearsals=rehearse.load())
+        if slot["chapter"] is not None
+    }
+    chapters = list(agendas.AGENDAS[agenda])
+    lines = [f"{agenda}:"]
+    for chapter, paragraph in zip(chapters, what_each_teaches(chapters), strict=True):
+        discussed, left = reached(plans[chapter], paragraph)
+        lines.append(
+            f"  {chapter}: discussed {len(discussed)} of {len(discussed) + len(left)} objectives"
+            + (f"; left to the book: {'; '.join(left)}" if left else "")
+        )
+        lines.append(f"    if late, cut {cut_list(plans[chapter])}")
+    return lines
+
+
 def cell_number(chapter: str, text: str, folder: Path = CHAPTERS) -> int | None:
     """The ``In [n]`` of the first code cell of ``chapter``'s participant edition whose source holds ``text`` (a
     claim's name), when the chapter is run once from the top (empty cells are not run, so not numbered); None

@@ -348,3 +348,14 @@ def test_the_plan_names_what_the_agenda_leaves_to_the_book_and_what_an_exercise_
     ecg = text.split("**6. The ECG pipeline.**", 1)[1]
     assert "*Left to the book*" in ecg and "prove it with the traffic meter" in ecg.split("*Left to the book*")[1]
     assert 'it uses traffic.TrafficMeter, met in "Proof of zero-copy' in text
+
+
+def test_each_agenda_says_what_it_reaches_and_what_to_cut_for_every_chapter():
+    for agenda in agendas.AGENDAS:
+        lines = plan.agenda_reach(agenda)
+        assert lines[0] == f"{agenda}:"
+        for chapter in agendas.AGENDAS[agenda]:
+            reach = next(line for line in lines if line.startswith(f"  {chapter}: discussed "))
+            done, of = map(int, reach.split("discussed ")[1].split(" objectives")[0].split(" of "))
+            assert 0 <= done <= of and (("left to the book" in reach) == (done < of))
+            assert any(line.startswith(f"    if late, cut {chapter}: ") for line in lines)
