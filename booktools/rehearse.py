@@ -45,9 +45,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from booktools import mps, records, teaching, workshop
+from booktools import freshness, mps, records, teaching, workshop
 from booktools.notebooks import NotebookFailed, execute_notebook
-from booktools.paths import ROOT, RUNS
+from booktools.paths import CHAPTERS, ROOT, RUNS
 from booktools.processes import stop_all
 from booktools.runs import MemorySampler, gpu_memory_used, limit_bytes
 from support import env
@@ -155,6 +155,9 @@ class Rehearsal:
     chapters: list[str] = field(default_factory=list)  # what the seats ran: the agenda, or a part of it
     memory_check: bool = True  # False: the chapters' first cells did not check the share (--skip-memory-check)
     interrupted: bool = False  # cut short (Ctrl-C, SIGTERM): the seats' results are what they had finished
+    #: each chapter's code as the seats ran it (:func:`booktools.freshness.cells_hash` of the book's notebook); {} in
+    #: records made before it was kept
+    cells: dict[str, str] = field(default_factory=dict)
 
     @property
     def participants(self) -> list[Seat]:
@@ -185,7 +188,24 @@ class Rehearsal:
             + self.what_failed()
             + ("" if self.memory_check else "; memory check skipped")
             + ("; INTERRUPTED" if self.interrupted else "")
+            + self.versions()
         )
+
+    def versions(self, folder: Path = CHAPTERS) -> str:
+        """For :meth:`summary`: the chapters whose code has changed since the seats ran them (their code cells as
+        :func:`booktools.freshness.cells_hash` counts them, against the notebooks in ``folder`` now), or whose
+        code was not recorded; empty when every chapter ran as it is now."""
+        ran = self.chapters or sorted({c.chapter for seat in self.seats for c in seat.chapters})
+        earlier = [
+            chapter for chapter in ran if chapter in self.cells and self.cells[chapter] != code_of(chapter, folder)
+        ]
+        unknown = [chapter for chapter in ran if chapter not in self.cells]
+        said = ""
+        if earlier:
+            said += f"; ran an earlier version of {', '.join(earlier)} (its code changed since)"
+        if unknown:
+            said += f"; which version of {', '.join(unknown)} ran is not recorded"
+        return said
 
     def what_failed(self) -> str:
         """What stopped the chapters that failed, for :meth:`summary`, in three kinds a teacher reads differently:
@@ -227,6 +247,13 @@ class Rehearsal:
             for s in data["seats"]
         ]
         return cls(**{**data, "seats": seats})
+
+
+def code_of(chapter: str, folder: Path = CHAPTERS) -> str | None:
+    """The hash of ``chapter``'s code cells in ``folder`` (:func:`booktools.freshness.cells_hash`), or None where
+    the notebook is not there."""
+    path = folder / f"{chapter}.ipynb"
+    return freshness.cells_hash(json.loads(path.read_text())) if path.is_file() else None
 
 
 def check_plan(seats: int, limit: str, total_bytes: int, need: tuple[str, int] | None = None) -> None:
@@ -486,6 +513,7 @@ def rehearse(
         chapters,
         memory_check,
         interrupted,
+        {chapter: code_of(chapter) for chapter in chapters},
     )
 
 

@@ -91,6 +91,7 @@ def test_every_seat_runs_the_agenda_at_once_as_a_participant_and_mps_stops(contr
         "two-hours (4 chapters: 00_getting_started, 01_why_gpus, 03_zero_copy, 06_ecg_pipeline), 4 seats of 16G on "
         "NVIDIA H100 80GB HBM3: 1 of 3 participant seats passed every chapter; the teacher's seat passed"
     )
+    assert done.cells == {chapter: rehearse.code_of(chapter) for chapter in done.chapters} and done.versions() == ""
 
 
 @pytest.mark.slow
@@ -337,7 +338,7 @@ def test_the_summary_tells_claims_that_did_not_hold_from_other_errors():
         "; claims that did not hold: ecg.read_to_plot_warm at 2 seats; 1 chapter not finished; "
         "1 chapter stopped at another error"
     )
-    assert done.summary().endswith(done.what_failed())
+    assert done.summary().endswith(done.what_failed() + done.versions())
     seats[2].chapters[0] = seats[3].chapters[0] = rehearse.ChapterAtSeat("03_zero_copy", True, 1.0)
     assert done.what_failed() == "; claims that did not hold: ecg.read_to_plot_warm at 2 seats"  # no empty kinds
     for seat in seats:
@@ -376,3 +377,22 @@ def test_a_real_claims_error_is_read_as_the_claim_and_its_figure():
     cut = rehearse.ChapterAtSeat("06", False, 1.0, "cell 1: ClaimError: a.b does not hold")
     assert cut.failed_claim == "a.b" and cut.claim_figure is None  # cut before its figure
     assert rehearse.ChapterAtSeat("06", False, 1.0, "interrupted").never_finished
+
+
+def test_a_rehearsal_says_which_chapters_ran_an_earlier_version_or_an_unrecorded_one(tmp_path):
+    for name, code in (("00_a", "x = 1"), ("01_b", "y = 2")):
+        chapter = nbformat.v4.new_notebook()
+        chapter.cells.append(nbformat.v4.new_code_cell(code))
+        nbformat.write(chapter, tmp_path / f"{name}.ipynb")
+    now = {name: rehearse.code_of(name, tmp_path) for name in ("00_a", "01_b")}
+    seat = rehearse.Seat(1, "teacher", [rehearse.ChapterAtSeat("00_a", True, 3.0)], GIB)
+    made = rehearse.Rehearsal("two-hours", "16G", *MACHINE, "2026-11-26", 60.0, None, [seat], ["00_a", "01_b"])
+    assert made.versions(tmp_path) == "; which version of 00_a, 01_b ran is not recorded"  # a record from before
+    made.cells = dict(now)
+    assert made.versions(tmp_path) == ""
+    edited = nbformat.read(tmp_path / "01_b.ipynb", as_version=4)
+    edited.cells[0].source = "y = 3"
+    nbformat.write(edited, tmp_path / "01_b.ipynb")
+    assert made.versions(tmp_path) == "; ran an earlier version of 01_b (its code changed since)"
+    rehearse.record(made, tmp_path / "r.json")
+    assert rehearse.load(tmp_path / "r.json")[0].cells == now
