@@ -102,7 +102,7 @@ def section_saving(how: str) -> float:
     ) / 60
 
 
-#: How many discussed sections a chapter's cut list names, from its last (the cuts after them save less each).
+#: How many discussed sections a chapter's cut list names, from its last; it says how many more there are.
 CUTS_SHOWN = 3
 
 
@@ -116,11 +116,14 @@ def cut_list(chapter: dict) -> str:
     ...     {"section": "C", "how": "live 0, talk 1"}]}))
     ch: "C" run through (0.7 min); then "A" run through (3.8 min); then Exercise 1.2 left to after the workshop (10 min)
     """
-    cuts = [
+    discussed = [
         f'"{part["section"]}" run through ({section_saving(part["how"]):.1f} min)'
         for part in reversed(chapter["parts"])
         if section_saving(part["how"]) > 0
-    ][:CUTS_SHOWN]
+    ]
+    cuts = discussed[:CUTS_SHOWN]
+    if len(discussed) > CUTS_SHOWN:
+        cuts.append(f"the {len(discussed) - CUTS_SHOWN} discussed sections above them, last first")
     if chapter["exercise"] is not None:
         cuts.append(f"{chapter['exercise'].split(':')[0]} left to after the workshop ({teaching.EXERCISE_MINUTES} min)")
     return f"{chapter['chapter']}: " + ("; then ".join(cuts) if cuts else "nothing: it is run through already")

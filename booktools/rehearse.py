@@ -196,10 +196,9 @@ class Rehearsal:
         :func:`booktools.freshness.cells_hash` counts them, against the notebooks in ``folder`` now), or whose
         code was not recorded; empty when every chapter ran as it is now."""
         ran = self.chapters or sorted({c.chapter for seat in self.seats for c in seat.chapters})
-        earlier = [
-            chapter for chapter in ran if chapter in self.cells and self.cells[chapter] != code_of(chapter, folder)
-        ]
-        unknown = [chapter for chapter in ran if chapter not in self.cells]
+        known = {chapter: code for chapter, code in self.cells.items() if code}  # None: no notebook was there
+        earlier = [chapter for chapter in ran if chapter in known and known[chapter] != code_of(chapter, folder)]
+        unknown = [chapter for chapter in ran if chapter not in known]
         said = ""
         if earlier:
             said += f"; ran an earlier version of {', '.join(earlier)} (its code changed since)"
@@ -273,6 +272,10 @@ def check_plan(seats: int, limit: str, total_bytes: int, need: tuple[str, int] |
         raise RehearsalError(f"a rehearsal needs at least one seat, not {seats}")
     mps.check_limit(limit)
     per_seat = limit_bytes(limit)
+    if per_seat > total_bytes:
+        raise RehearsalError(
+            f"a share of {limit} is more than this GPU's {total_bytes / GIB:.1f} GiB: give each seat less"
+        )
     if seats * per_seat > total_bytes:
         raise RehearsalError(
             f"{seats} seats of {limit} need {seats * per_seat / GIB:.1f} GiB and this GPU has "
@@ -460,6 +463,7 @@ def rehearse(
     two_kernels = two_kernels and len(chapters) > 1  # one chapter runs in one kernel whatever is asked
     kernels = [1] * (seats - 1) + [2 if two_kernels else 1]  # the last seat may run two chapters at once
     interrupted = False
+    code = {chapter: code_of(chapter) for chapter in chapters}  # as the seats get it, before the run's minutes
     with tempfile.TemporaryDirectory(prefix="rehearsal-") as scratch:
         folders = prepare_seats(chapters, seats, Path(scratch), teacher=teacher)
         results = [Path(scratch) / f"seat-{index:02d}.json" for index in range(1, seats + 1)]
@@ -513,7 +517,7 @@ def rehearse(
         chapters,
         memory_check,
         interrupted,
-        {chapter: code_of(chapter) for chapter in chapters},
+        code,
     )
 
 

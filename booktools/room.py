@@ -130,7 +130,8 @@ def check_edition(edition: Path) -> None:
 
 
 def _card_total() -> int | None:
-    """GPU 0's memory in bytes, or None where NVML cannot say (a function of its own, for tests to stand in for)."""
+    """GPU 0's memory in bytes as NVML numbers the cards (``booktools.mps`` limits GPU 0 too), or None where NVML
+    cannot say (a function of its own, for tests to stand in for)."""
     from support import env  # noqa: PLC0415  # NVML through the book's probe, only when a limit is set
 
     card = env.card_memory()
@@ -474,7 +475,12 @@ def open_room(
     host = url_host(ip)
     limit = os.environ.get(LIMIT_VARIABLE)
     if limit:
-        check_fit(len(planned), limit)
+        try:
+            check_fit(len(planned), limit)
+        except RoomError as error:
+            if not dry_run:
+                raise
+            log(f"room: a start would be refused: {error}")
     if dry_run:
         for seat in planned:
             done = "used as it is" if seat.reused else f"a copy of {edition}"

@@ -92,6 +92,7 @@ def test_every_seat_runs_the_agenda_at_once_as_a_participant_and_mps_stops(contr
         "NVIDIA H100 80GB HBM3: 1 of 3 participant seats passed every chapter; the teacher's seat passed"
     )
     assert done.cells == {chapter: rehearse.code_of(chapter) for chapter in done.chapters} and done.versions() == ""
+    assert all(done.cells.values())  # every chapter's code found, as the seats got it
 
 
 @pytest.mark.slow
@@ -396,3 +397,8 @@ def test_a_rehearsal_says_which_chapters_ran_an_earlier_version_or_an_unrecorded
     assert made.versions(tmp_path) == "; ran an earlier version of 01_b (its code changed since)"
     rehearse.record(made, tmp_path / "r.json")
     assert rehearse.load(tmp_path / "r.json")[0].cells == now
+    made.cells = {"00_a": None, "01_b": now["01_b"]}  # a notebook that was not there when it ran
+    assert (
+        made.versions(tmp_path)
+        == "; ran an earlier version of 01_b (its code changed since); which version of 00_a ran is not recorded"
+    )

@@ -474,6 +474,11 @@ def test_a_room_whose_shares_do_not_fit_the_card_is_refused_before_it_makes_anyt
     with pytest.raises(room.RoomError, match="give each seat at most 15G"):
         room.open_room(edition, into, 5, first_port=free_port(), launch=sleeper([]), stop_after=0.1)
     assert room.open_room(edition, into, 5 - 1, first_port=free_port(), launch=sleeper([]), stop_after=0.1) == 0
+    said = []
+    assert room.open_room(edition, tmp_path / "dry", 6, first_port=free_port(), dry_run=True, log=said.append) == 0
+    assert any(line.startswith("room: a start would be refused: 6 seats of 16G") for line in said)
+    with pytest.raises(room.RoomError, match="a share of 16G is more than this GPU's 8.0 GiB"):
+        room.check_fit(1, "16G", total_bytes=8 * 2**30)
     monkeypatch.setattr(room, "_card_total", lambda: None)  # no NVML: nothing to check against
     assert (
         room.open_room(edition, tmp_path / "other", 5, first_port=free_port(), launch=sleeper([]), stop_after=0.1) == 0

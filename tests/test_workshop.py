@@ -359,3 +359,17 @@ def test_each_agenda_says_what_it_reaches_and_what_to_cut_for_every_chapter():
             done, of = map(int, reach.split("discussed ")[1].split(" objectives")[0].split(" of "))
             assert 0 <= done <= of and (("left to the book" in reach) == (done < of))
             assert any(line.startswith(f"    if late, cut {chapter}: ") for line in lines)
+
+
+def test_a_cut_list_runs_the_last_discussed_sections_through_first_and_says_what_it_leaves_out():
+    parts = [{"section": f"S{k}", "how": f"live 1, talk {k}"} for k in range(1, 6)]
+    parts.insert(2, {"section": "T", "how": "run through"})
+    said = plan.cut_list({"chapter": "ch", "exercise": None, "parts": parts})
+    assert said.startswith('ch: "S5" run through (') and '"S4"' in said and '"S3"' in said and '"S2"' not in said
+    assert said.index('"S5"') < said.index('"S4"') < said.index('"S3"') and "the 2 discussed sections above" in said
+    saving = plan.section_saving("live 1, talk 2")  # the talk the plan spent, less a run-through's 4 s a cell
+    through = teaching.TALK_SECONDS["room runs through"]
+    assert saving * 60 == (teaching.TALK_SECONDS["live-coded"] - through) + 2 * (
+        teaching.TALK_SECONDS["room runs, discussed"] - through
+    )
+    assert plan.cut_list({"chapter": "ch", "exercise": None, "parts": [parts[2]]}).endswith("run through already")
