@@ -253,3 +253,46 @@ def test_a_run_older_than_the_latest_execution_is_said_to_be_of_earlier_chapters
     assert "earlier versions of the chapters" in runs[1] and "earlier versions" not in runs[0]
     older.date = "2026-11-26"
     assert "earlier versions" not in evidence.page([executed, older], folder=tmp_path)
+
+
+#: A recorded bar as :func:`support.claims.describe` printed it, and what its unit is in the value's own units.
+BAR = re.compile(r"at (?P<side>least|most) (?P<number>[\d,.]+)\s*(?P<unit>ms|µs|ns|s|%|×)?")
+SCALE = {"ms": 1e-3, "µs": 1e-6, "ns": 1e-9, "s": 1.0, "%": 0.01, "×": 1.0, None: 1.0}
+
+
+def recorded_bar(text: str) -> tuple[str, float]:
+    """The side and the number of a recorded ``at_least``/``at_most`` bar, in the value's units.
+
+    The bars are printed rounded (``describe``), which is how the records keep them."""
+    found = BAR.match(text)
+    assert found, f"a bar the test cannot read: {text!r}"
+    return found["side"], float(found["number"].replace(",", "")) * SCALE[found["unit"]]
+
+
+def test_a_recorded_bar_is_read_in_the_values_units():
+    assert recorded_bar("at most 15.0 ms") == ("most", pytest.approx(0.015))
+    assert recorded_bar("at least 85.0%") == ("least", pytest.approx(0.85))
+    assert recorded_bar("at most 10 passes") == ("most", 10.0)
+    with pytest.raises(AssertionError, match="cannot read"):
+        recorded_bar("more than the control")
+
+
+def test_every_recorded_bar_claim_has_a_control_that_fails_its_bar():
+    """support.claims.at_least and at_most print their control beside the value without checking it: a claim whose
+    control also clears the bar is not a claim (the book's rule). Every run on record, every such claim."""
+    checked = 0
+    for run in evidence.load():
+        for chapter, recorded in run.chapters.items():
+            for claim in recorded:
+                control = claim.get("control")
+                if claim["kind"] not in ("at_least", "at_most") or not isinstance(control, int | float):
+                    continue
+                if isinstance(control, bool):
+                    continue
+                side, bar = recorded_bar(claim["bar"])
+                clears = control >= bar if side == "least" else control <= bar
+                assert not clears, (
+                    f"{run.label} {run.mode}, {chapter}: {claim['name']}'s control {control} clears {claim['bar']}"
+                )
+                checked += 1
+    assert checked > 0  # the records hold such claims: a test that read none would prove nothing
