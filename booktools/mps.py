@@ -23,7 +23,7 @@ import subprocess
 import sys
 from collections.abc import Iterator, Sequence
 
-from booktools.processes import let_it_stop, sigterm_as_interrupt
+from booktools.processes import Terminated, let_it_stop, signals_ignored, sigterm_as_interrupt
 
 CONTROL = "nvidia-cuda-mps-control"
 #: Set for the command run under the limit, to the limit (``16G``).
@@ -115,7 +115,8 @@ def limited(
             yield {**os.environ, LIMIT_VARIABLE: limit}
         finally:
             if not start_failed:
-                _quit(found, quit_timeout)
+                with signals_ignored(signal.SIGINT, signal.SIGTERM):  # a second Ctrl-C must not leave MPS running
+                    _quit(found, quit_timeout)
 
 
 def _quit(control: str, timeout: float) -> None:
@@ -148,7 +149,7 @@ def run_with_limit(
         try:
             return child.wait()
         except KeyboardInterrupt as interruption:
-            let_it_stop(child, forward=str(interruption).startswith("signal"))
+            let_it_stop(child, forward=isinstance(interruption, Terminated))
             raise
 
 
@@ -166,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt as interruption:  # the lines above say whether MPS stopped
         print("mps: interrupted", file=sys.stderr)
-        return TERMINATED if str(interruption).startswith("signal") else INTERRUPTED
+        return TERMINATED if isinstance(interruption, Terminated) else INTERRUPTED
 
 
 #: The statuses :func:`main` returns when Ctrl-C (SIGINT) or SIGTERM stopped the run, as a shell numbers them.

@@ -1,11 +1,13 @@
 """Stopping the processes the book's tools start (a rehearsal's seats, a room's servers) and what a signal does
 meanwhile: one mechanism, so that a seat and a server stop alike.
 
-- :func:`stop_all` stops processes together, each with the processes it started (its process group): SIGTERM to
-  every one at once, one deadline for all, then SIGKILL to what is left, with Ctrl-C and SIGTERM held off meanwhile;
+- :func:`stop_all` stops processes together, each with the processes of its group: SIGTERM to every one at once,
+  one deadline for all, then SIGKILL to what is left, with Ctrl-C and SIGTERM held off meanwhile. A Jupyter
+  kernel is not in its server's group (jupyter_client 8.10 starts each in a session of its own): ipykernel ends
+  it when it sees its parent gone (``JPY_PARENT_PID``), about a second later;
 - :func:`let_it_stop` gives one interrupted command its own way out before it is killed;
 - :func:`sigterm_as_interrupt` makes a SIGTERM raise ``KeyboardInterrupt`` meanwhile, as Ctrl-C does, so that one
-  ``except`` or ``finally`` cleans up after either.
+  ``except`` or ``finally`` cleans up after either, as :class:`Terminated`, which tells the two apart.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ def _signal_group(process: subprocess.Popen, signum: int) -> None:
 
 
 def _running(process: subprocess.Popen) -> bool:
-    """Whether a server, or a process of its group (a kernel it started), still runs."""
+    """Whether a process, or a process of its group, still runs."""
     if process.poll() is None:
         return True
     try:
@@ -76,12 +78,18 @@ def stop_all(processes: Sequence[subprocess.Popen], grace: float, *, poll: float
     return killed
 
 
+class Terminated(KeyboardInterrupt):
+    """A SIGTERM, raised as Ctrl-C's ``KeyboardInterrupt`` is (:func:`sigterm_as_interrupt`): one ``except
+    KeyboardInterrupt`` cleans up after either, and ``isinstance`` tells them apart."""
+
+
 @contextlib.contextmanager
 def sigterm_as_interrupt() -> Iterator[None]:
-    """SIGTERM raises KeyboardInterrupt meanwhile, as Ctrl-C does: the room stops its servers either way."""
+    """SIGTERM raises :class:`Terminated` (a ``KeyboardInterrupt``) meanwhile: the room stops its servers either
+    way."""
 
     def stop_on_signal(signum, frame):
-        raise KeyboardInterrupt(f"signal {signum}")
+        raise Terminated(f"signal {signum}")
 
     if threading.current_thread() is not threading.main_thread():  # signals reach the main thread only
         yield

@@ -255,9 +255,12 @@ def code_of(chapter: str, folder: Path = CHAPTERS) -> str | None:
     return freshness.cells_hash(json.loads(path.read_text())) if path.is_file() else None
 
 
-def check_plan(seats: int, limit: str, total_bytes: int, need: tuple[str, int] | None = None) -> None:
+def check_plan(
+    seats: int, limit: str, total_bytes: int, need: tuple[str, int] | None = None, *, option: str = "--limit"
+) -> None:
     """Refuse a plan whose seats cannot all hold their limit on a card of ``total_bytes``, or whose limit is below
-    ``need`` (the chapter and the peak it was seen at), which that chapter's first cell would refuse.
+    ``need`` (the chapter and the peak it was seen at), which that chapter's first cell would refuse. ``option`` is
+    how the advice names the share (``booktools.room`` runs under ``booktools.mps --limit``).
 
     >>> check_plan(8, "9G", 80 * GIB)
     >>> try:
@@ -280,7 +283,7 @@ def check_plan(seats: int, limit: str, total_bytes: int, need: tuple[str, int] |
         raise RehearsalError(
             f"{seats} seats of {limit} need {seats * per_seat / GIB:.1f} GiB and this GPU has "
             f"{total_bytes / GIB:.1f} GiB: give each seat at most {int(total_bytes / seats // GIB)}G "
-            f"(--limit {int(total_bytes / seats // GIB)}G), or use {int(total_bytes // per_seat)} seats"
+            f"({option} {int(total_bytes / seats // GIB)}G), or use {int(total_bytes // per_seat)} seats"
         )
     if need is not None and per_seat < need[1]:
         chapter, peak = need

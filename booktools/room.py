@@ -142,15 +142,16 @@ def check_fit(seats: int, limit: str, total_bytes: int | None = None) -> None:
     """Refuse a room whose seats cannot all hold their MPS share on the card at once (each seat's one kernel holds
     ``limit``), with the share or the seat count that would fit: what :func:`booktools.rehearse.check_plan` asks of a
     rehearsal. Where the card's memory cannot be read, nothing is refused."""
+    from booktools.mps import MpsError  # noqa: PLC0415  # only where a limit is set
     from booktools.rehearse import RehearsalError, check_plan  # noqa: PLC0415  # its notebooks' stack, only here
 
     total = _card_total() if total_bytes is None else total_bytes
     if total is None:
         return
     try:
-        check_plan(seats, limit, total)
-    except RehearsalError as error:
-        raise RoomError(str(error).replace("(--limit ", "(booktools.mps --limit ")) from None
+        check_plan(seats, limit, total, option="booktools.mps --limit")
+    except (RehearsalError, MpsError) as error:  # MpsError: a limit that is no MPS limit (set by hand)
+        raise RoomError(str(error)) from None
 
 
 def check_ports(ip: str, ports: Sequence[int]) -> None:
@@ -221,11 +222,26 @@ def read_tokens(into: Path) -> dict[str, str]:
 
 
 def write_private(path: Path, text: str) -> None:
-    """Write ``text`` to ``path``, readable and writable by this account only (0600), also where it was there."""
-    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    """Write ``text`` to ``path``, readable and writable by this account only (0600), also where it was there; a
+    symbolic link there is refused (``OSError``), not followed."""
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
     with open(descriptor, "w") as file:
         os.fchmod(descriptor, 0o600)  # a file that was there keeps its mode otherwise
         file.write(text)
+
+
+#: The first line of ``room.md`` (:func:`room_sheet`): a ``room.md`` without it is someone else's file.
+SHEET_HEADER = "# The room's servers, for the teacher"
+
+
+def check_sheet(into: Path) -> None:
+    """Refuse a room folder whose ``room.md`` the room did not write: the room rewrites its own sheet at each
+    start, and must not overwrite a teacher's file of that name (``--into`` a folder that holds other work)."""
+    sheet = into / SHEET
+    if sheet.is_symlink() or (sheet.exists() and not sheet.read_text(errors="replace").startswith(SHEET_HEADER)):
+        raise RoomError(
+            f"{sheet} is not a room's list of seats, and the room would overwrite it: choose another --into"
+        )
 
 
 def write_tokens(into: Path, seats: Sequence[Seat]) -> None:
@@ -336,7 +352,7 @@ def room_sheet(seats: Sequence[Seat], host: str, limit: str | None) -> str:
     """``room.md``: each seat's folder and address with its token, for the teacher."""
     under = f"under MPS, {limit} per kernel" if limit else "not under MPS (no per-kernel limit)"
     lines = [
-        "# The room's servers, for the teacher",
+        SHEET_HEADER,
         "",
         f"Started {time.strftime('%Y-%m-%d %H:%M')}, {under}, one kernel per seat. Each address holds its seat's",
         "token: hand each participant their own line only, and keep this file to yourself.",
@@ -470,6 +486,7 @@ def open_room(
         check_account(allow_root)
     elif _euid() == 0 and not allow_root:
         log("room: this account is root: a start would need --allow-root (every kernel would run as root)")
+    check_sheet(into)
     planned = plan_seats(edition, into, seats, first_port, read_tokens(into))
     check_ports(ip, [seat.port for seat in planned])
     host = url_host(ip)

@@ -210,3 +210,15 @@ def test_mps_that_does_not_quit_in_time_is_named_and_the_signal_handler_restored
         pass
     assert "did not stop within 0.5 s, a CUDA process still runs under it" in capsys.readouterr().err
     assert signal.getsignal(signal.SIGTERM) == before
+
+
+def test_a_sigterm_is_told_from_ctrl_c_by_its_class_not_its_message(control, monkeypatch, capsys):
+    class Terminated(mps.subprocess.Popen):
+        def wait(self, timeout=None):
+            if timeout is None and self.args[0] == sys.executable:
+                raise processes.Terminated("any words")
+            return super().wait(timeout)
+
+    monkeypatch.setattr(mps.subprocess, "Popen", Terminated)
+    assert mps.main(["--limit", "16G", "--", sys.executable, "-c", "pass"]) == mps.TERMINATED == 143
+    assert calls(control)[-1] == "quit" and isinstance(processes.Terminated(), KeyboardInterrupt)

@@ -186,7 +186,7 @@ def test_the_rooms_files_are_readable_by_this_account_only(edition, tmp_path):
     teachers.mkdir(mode=0o755)
     teachers.chmod(0o755)
     for name in ("room.md", "tokens.json"):
-        (teachers / name).write_text("{}" if name == "tokens.json" else "old")
+        (teachers / name).write_text("{}" if name == "tokens.json" else room.SHEET_HEADER + "\nan earlier start's\n")
         (teachers / name).chmod(0o644)
     assert room.open_room(edition, teachers, 1, first_port=free_port(), launch=sleeper([]), stop_after=0.1) == 0
     assert (teachers.stat().st_mode & 0o777) == 0o755
@@ -483,3 +483,19 @@ def test_a_room_whose_shares_do_not_fit_the_card_is_refused_before_it_makes_anyt
     assert (
         room.open_room(edition, tmp_path / "other", 5, first_port=free_port(), launch=sleeper([]), stop_after=0.1) == 0
     )
+
+
+def test_a_room_md_the_room_did_not_write_is_never_overwritten(edition, tmp_path, monkeypatch):
+    into = tmp_path / "home"
+    into.mkdir()
+    (into / "room.md").write_text("# my notes on the room I teach in\n")
+    with pytest.raises(room.RoomError, match="not a room's list of seats"):
+        room.open_room(edition, into, 1, first_port=free_port(), launch=sleeper([]), stop_after=0.1)
+    assert (into / "room.md").read_text() == "# my notes on the room I teach in\n" and not (into / "seat-1").exists()
+    (into / "room.md").unlink()
+    assert room.open_room(edition, into, 1, first_port=free_port(), launch=sleeper([]), stop_after=0.1) == 0
+    assert room.open_room(edition, into, 1, first_port=free_port(), launch=sleeper([]), stop_after=0.1) == 0  # its own
+    monkeypatch.setenv(room.LIMIT_VARIABLE, "16GB")  # set by hand, not by booktools.mps
+    monkeypatch.setattr(room, "_card_total", lambda: 80 * 2**30)
+    with pytest.raises(room.RoomError, match="16GB"):
+        room.open_room(edition, into, 1, first_port=free_port(), launch=sleeper([]), stop_after=0.1)
