@@ -30,10 +30,10 @@ class FunctionalAdam:
     """Adam over ``params`` with the defaults of ``torch.optim.Adam`` (betas 0.9 and 0.999, eps 1e-8, no weight
     decay), through ``torch.optim.adam.adam``.
 
-    ``fused``: one kernel updates every parameter (CUDA only; the default, ``None``, fuses on CUDA and runs the
-    per-tensor loop elsewhere; ``fused=False`` on CUDA runs the per-tensor loop too, where the class would pick its
-    ``foreach`` kernels). ``capturable``: the step counts live on the device, so the update can be captured in a
-    CUDA graph (as ``torch.optim.Adam(capturable=True)``).
+    ``fused``: PyTorch's fused implementation, which updates the parameters in few launches (CUDA only; the default,
+    ``None``, fuses on CUDA and runs the per-tensor loop elsewhere; ``fused=False`` on CUDA runs the per-tensor loop
+    too, where the class would pick its ``foreach`` kernels). ``capturable``: the step counts live on the device, so
+    the update can be captured in a CUDA graph (as ``torch.optim.Adam(capturable=True)``).
 
     It keeps the moments and step counts that ``torch.optim.Adam`` keeps, one entry of :attr:`state` per
     parameter, created at once (a CUDA graph captures their addresses). It has what chapter 6's training

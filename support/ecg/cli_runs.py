@@ -123,13 +123,13 @@ def alternate_runs(
     arguments: Sequence, launchers: Mapping[str, Sequence[str]], *, repeat: int, folder: Path, warmup: int = 1
 ) -> dict[str, list[dict]]:
     """The command line with ``arguments``, started each way of ``launchers`` (a name and its launcher, such as
-    :data:`AS_SHIPPED` and :data:`WITH_OPTIMIZER_CLASS`) ``repeat`` times, each run in a fresh process, in
-    rounds whose order turns round each time (A B, then B A, then A B, ...): a drift over the rounds (files the
-    operating system keeps in memory, a GPU warming up) falls on every way alike. Before the rounds, ``warmup``
-    unreported runs of each way: each way's first run writes the bytecode of the modules it imports into the
-    runs' cache (:data:`CACHE_ENV`), and a module only one way imports (``torch._dynamo``, say) would otherwise
-    be compiled in that way's first reported run. Returns each way's metrics, one per round; runs go into new
-    folders under ``folder``."""
+    :data:`SHIPPED_LIKE_THE_CONTROL` and :data:`WITH_OPTIMIZER_CLASS`, as chapter 6 runs them) ``repeat`` times,
+    each run in a fresh process, in rounds whose order turns round each time (A B, then B A, then A B, ...): a drift
+    over the rounds (files the operating system keeps in memory, a GPU warming up) falls on every way alike. Before
+    the rounds, ``warmup`` unreported runs of each way: each way's first run writes the bytecode of the modules it
+    imports into the runs' cache (:data:`CACHE_ENV`), and a module only one way imports (``torch._dynamo``, say)
+    would otherwise be compiled in that way's first reported run. Returns each way's metrics, one per round; runs go
+    into new folders under ``folder``."""
     if repeat < 1:
         raise ValueError(f"ask for at least one round, not {repeat}")
     if warmup < 0:

@@ -46,7 +46,8 @@ def resident_bytes(paths, *, run=None) -> dict[str, int]:
     """How many bytes of each file of ``paths`` lie in this machine's page cache now, by path (as text), as
     util-linux's ``fincore`` counts them: the pages of that file alone, whatever else the host caches. Where
     ``fincore`` is not installed (Debian and Ubuntu ship it in ``util-linux-extra``, which minimal images lack),
-    the same count comes from the system call it makes (:func:`mincore_bytes`).
+    the same count comes from ``mincore`` (:func:`mincore_bytes`), the system call older ``fincore`` makes and
+    newer ``fincore`` (which asks ``cachestat`` first) falls back to.
 
     ``run`` runs fincore's command line (:func:`subprocess.run` by default; a test passes a stand-in that answers
     as fincore would). Raises ``RuntimeError`` with fincore's own message where it fails (a file that is not
