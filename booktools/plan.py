@@ -129,23 +129,32 @@ def cut_list(chapter: dict) -> str:
     return f"{chapter['chapter']}: " + ("; then ".join(cuts) if cuts else "nothing: it is run through already")
 
 
-def agenda_reach(agenda: str) -> list[str]:
-    """For each chapter of ``agenda``: the objectives its slot discusses, those it leaves to the book
-    (:func:`reached`), and what to cut when the room runs late (:func:`cut_list`); the teachers' page prints them."""
+def chapters_reached(agenda: str, rehearsals) -> list[tuple[str, dict, str, list[str], list[str]]]:
+    """For each chapter of ``agenda``, in order: its name, its slot's plan (:func:`booktools.teaching.chapter_plan`,
+    paced from ``rehearsals``), what the teachers' page says it teaches (:func:`what_each_teaches`), and the
+    objectives the slot discusses and those it leaves to the book (:func:`reached`)."""
     plans = {
         slot["chapter"]["chapter"]: slot["chapter"]
-        for slot in teaching.agenda_plan(agenda, rehearsals=rehearse.load())
+        for slot in teaching.agenda_plan(agenda, rehearsals=rehearsals)
         if slot["chapter"] is not None
     }
     chapters = list(agendas.AGENDAS[agenda])
+    return [
+        (chapter, plans[chapter], paragraph, *reached(plans[chapter], paragraph))
+        for chapter, paragraph in zip(chapters, what_each_teaches(chapters), strict=True)
+    ]
+
+
+def agenda_reach(agenda: str) -> list[str]:
+    """For each chapter of ``agenda``: the objectives its slot discusses, those it leaves to the book
+    (:func:`reached`), and what to cut when the room runs late (:func:`cut_list`); the teachers' page prints them."""
     lines = [f"{agenda}:"]
-    for chapter, paragraph in zip(chapters, what_each_teaches(chapters), strict=True):
-        discussed, left = reached(plans[chapter], paragraph)
+    for chapter, plan, _, discussed, left in chapters_reached(agenda, rehearse.load()):
         lines.append(
             f"  {chapter}: discussed {len(discussed)} of {len(discussed) + len(left)} objectives"
             + (f"; left to the book: {'; '.join(left)}" if left else "")
         )
-        lines.append(f"    if late, cut {cut_list(plans[chapter])}")
+        lines.append(f"    if late, cut {cut_list(plan)}")
     return lines
 
 
@@ -180,14 +189,8 @@ def plan_text(agenda: str) -> str:
     rehearsals = rehearse.load()
     body = teaching.agenda_text(agenda, rehearsals=rehearsals)  # refuses an agenda it does not know
     chapters = list(agendas.AGENDAS[agenda])
-    plans = {
-        slot["chapter"]["chapter"]: slot["chapter"]
-        for slot in teaching.agenda_plan(agenda, rehearsals=rehearsals)
-        if slot["chapter"] is not None
-    }
     paragraphs = []
-    for chapter, paragraph in zip(chapters, what_each_teaches(chapters), strict=True):
-        discussed, left = reached(plans[chapter], paragraph)
+    for _, _, paragraph, discussed, left in chapters_reached(agenda, rehearsals):
         if left:
             paragraph += (
                 "\n\n*In this agenda*, discussed: "

@@ -66,8 +66,8 @@ ONE_KERNEL = (
     "at this notebook's top right and pick Python 3 (ipykernel). Each kernel holds a share of the workshop's GPU."
 )
 #: What ``booktools.workshop`` writes into every edition, and only there: the participant's set-up check.
-EDITION_MARK = "check_setup.py"
-EDITION_SIGNATURE = "from booktools.workshop import check_seat"
+EDITION_MARK = workshop.SETUP_FILE
+EDITION_SIGNATURE = workshop.SETUP_SIGNATURE
 TOKENS = "tokens.json"
 SHEET = "room.md"
 LOGS = "logs"

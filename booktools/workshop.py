@@ -101,6 +101,11 @@ EDITION_SENTENCES = {
     re.compile(r"(?<!book's )the CPU tests\b"): "the book's CPU tests, in its repository",
 }
 
+#: The participant's set-up check every edition holds, and the line by which it is the book's
+#: (:func:`booktools.room.check_edition` knows an edition by them).
+SETUP_FILE = "check_setup.py"
+SETUP_SIGNATURE = "from booktools.workshop import check_seat"
+
 SETUP_SCRIPT = """\"\"\"Check this seat before the workshop day: run `python check_setup.py` in this folder,
 with the Python (or the Jupyter kernel) your teacher set up. One line per check; the last line says whether
 the seat is ready.\"\"\"
@@ -420,7 +425,7 @@ def write_edition(
     for stale in sorted(set(out.glob("*.ipynb")) - set(written)):  # an earlier edition's chapter, not this one's
         stale.unlink()
     (out / "README.md").write_text(readme([path.stem for path in chapters], url))
-    (out / "check_setup.py").write_text(SETUP_SCRIPT.format(chapters=[path.stem for path in chapters]))
+    (out / SETUP_FILE).write_text(SETUP_SCRIPT.format(chapters=[path.stem for path in chapters]))
     missing = missing_files(out, source)
     if missing:
         raise WorkshopError(f"files the participant edition lacks (add them to workshop.ASSETS): {'; '.join(missing)}")

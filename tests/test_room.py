@@ -499,3 +499,7 @@ def test_a_room_md_the_room_did_not_write_is_never_overwritten(edition, tmp_path
     monkeypatch.setattr(room, "_card_total", lambda: 80 * 2**30)
     with pytest.raises(room.RoomError, match="16GB"):
         room.open_room(edition, into, 1, first_port=free_port(), launch=sleeper([]), stop_after=0.1)
+
+
+def test_the_room_knows_an_edition_by_what_the_workshop_writes_into_it():
+    assert room.EDITION_MARK == workshop.SETUP_FILE and room.EDITION_SIGNATURE in workshop.SETUP_SCRIPT

@@ -260,7 +260,9 @@ def main(argv: list[str] | None = None) -> int:
         if not args.no_mps:
             for port, token in ports.items():
                 seen = run_code(port, token, kernels[port], SHARE)
-                step(f"GPU memory seen (free, total GiB), port {port}", seen["error"] is None, **seen)
+                free = float(seen["printed"].split()[0]) if seen["error"] is None and seen["printed"] else None
+                share = float(args.limit[:-1]) / (1024 if args.limit.endswith("M") else 1)  # GiB, as mps reads it
+                step(f"GPU memory seen (free, total GiB), port {port}", free is not None and free <= share, **seen)
             over = run_code(port1, token1, kernels[port1], OVER_ASK.format(gib=args.over_ask))
             step(f"seat 1 asks for {args.over_ask:g} GiB", over["printed"].startswith("refused"), **over)
             work = run_code(port2, token2, kernels[port2], WORK)
