@@ -4,7 +4,8 @@
 
 starts the MPS control daemon (``nvidia-cuda-mps-control -d``), sets the default pinned device-memory limit of
 every client on GPU 0 (``set_default_device_pinned_mem_limit 0 16G``; ``--device 0 --device 1`` sets it on each
-GPU named, as chapter 7 needs on a two-GPU host), runs the command, and stops MPS
+GPU named, as chapter 7 needs on a two-GPU host; :func:`nvml_index` says which card an index is where
+``CUDA_VISIBLE_DEVICES`` is set), runs the command, and stops MPS
 (``quit``) whatever happens: when the command fails, raises, or is interrupted (Ctrl-C, SIGTERM). Every CUDA
 process started meanwhile is a client: it sees the limit as its free memory and cannot allocate more, which is
 how a 16 GB GPU looks to the book, and how several workshop participants can share one GPU without one of them
@@ -21,13 +22,16 @@ import shutil
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 from booktools.processes import Terminated, let_it_stop, signals_ignored, sigterm_as_interrupt
 
 CONTROL = "nvidia-cuda-mps-control"
 #: Set for the command run under the limit, to the limit (``16G``).
 LIMIT_VARIABLE = "GPU_INTEROP_MPS_LIMIT"
+#: Set for the command run under the limit, to the GPUs limited as MPS numbers them (``0``, or ``0,1``): what
+#: ``booktools.room`` reads to check the seats' shares against those cards, not another.
+DEVICES_VARIABLE = "GPU_INTEROP_MPS_DEVICES"
 LIMIT_PATTERN = re.compile(r"\d+(\.\d+)?[MG]")
 
 
@@ -54,6 +58,34 @@ def devices_named(device: int | Sequence[int]) -> tuple[int, ...]:
         if isinstance(index, bool) or not isinstance(index, int) or index < 0:
             raise MpsError(f"a GPU is named by its index, 0 or more (nvidia-smi -L lists them), not {index!r}")
     return named or (0,)
+
+
+def nvml_index(device: int, environ: Mapping[str, str] | None = None) -> int | None:
+    """NVML's index (nvidia-smi's) of the GPU that MPS numbers ``device``, or None where the environment does not
+    say which card that is.
+
+    The control daemon starts in this process's environment, and where ``CUDA_VISIBLE_DEVICES`` is set then, the
+    MPS server remaps the GPUs (NVIDIA's MPS documentation, appendix "Environment Variables"): ``device`` is a
+    position among the GPUs it names. NVML numbers every GPU of the machine and ignores ``CUDA_VISIBLE_DEVICES``,
+    so the position is mapped back to the index it names. A GPU named by UUID (``GPU-...``, ``MIG-...``), a position
+    past the list's end, or an empty list gives None. The order caveat of :func:`booktools.runs.visible_gpu` holds
+    here too (CUDA puts the fastest GPU first unless ``CUDA_DEVICE_ORDER=PCI_BUS_ID``; NVML orders by PCI bus: the
+    same on a machine of identical GPUs). Not checked on a GPU: read from the documentation.
+
+    >>> nvml_index(0, {}), nvml_index(1, {}), nvml_index(0, {"CUDA_VISIBLE_DEVICES": "2"})
+    (0, 1, 2)
+    >>> nvml_index(1, {"CUDA_VISIBLE_DEVICES": "3, 1"}), nvml_index(1, {"CUDA_VISIBLE_DEVICES": "3"})
+    (1, None)
+    >>> nvml_index(0, {"CUDA_VISIBLE_DEVICES": "GPU-8f1c"}), nvml_index(0, {"CUDA_VISIBLE_DEVICES": ""})
+    (None, None)
+    """
+    visible = (os.environ if environ is None else environ).get("CUDA_VISIBLE_DEVICES")
+    if visible is None:
+        return device
+    entries = [entry.strip() for entry in visible.split(",")] if visible.strip() else []
+    if device >= len(entries) or not entries[device].isdigit():
+        return None
+    return int(entries[device])
 
 
 def check_limit(limit: str) -> str:
@@ -88,7 +120,7 @@ def limited(
 ) -> Iterator[dict[str, str]]:
     """Start MPS with ``limit`` per client on ``device`` (an index, or several) and stop it (``quit``) whatever
     happens inside: an error, Ctrl-C, SIGTERM. Yields the environment for the processes to start under it (it names
-    the limit)."""
+    the limit and the GPUs limited)."""
     check_limit(limit)
     devices = devices_named(device)
     found = shutil.which(control)
@@ -112,7 +144,7 @@ def limited(
                     said = (limit_set.stderr or limit_set.stdout).strip()
                     raise MpsError(f"MPS refused the limit {limit} on GPU {index}: {said}")
             # what runs under it knows its limit: a run it records (booktools.runs, make test-gpu) is labelled with it
-            yield {**os.environ, LIMIT_VARIABLE: limit}
+            yield {**os.environ, LIMIT_VARIABLE: limit, DEVICES_VARIABLE: ",".join(str(index) for index in devices)}
         finally:
             if not start_failed:
                 with signals_ignored(signal.SIGINT, signal.SIGTERM):  # a second Ctrl-C must not leave MPS running
@@ -156,7 +188,15 @@ def run_with_limit(
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m booktools.mps", description=__doc__.split("\n")[0])
     parser.add_argument("--limit", required=True, help="device memory per client, e.g. 16G")
-    parser.add_argument("--device", type=int, action="append", help="a GPU to limit (default 0); repeat it for several")
+    parser.add_argument(
+        "--device",
+        type=int,
+        action="append",
+        help=(
+            "a GPU to limit (default 0), as nvidia-smi numbers them, or, where CUDA_VISIBLE_DEVICES is set, its "
+            "position in that list; repeat it for several"
+        ),
+    )
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- then the command to run")
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command

@@ -61,6 +61,13 @@ def test_every_gpu_named_gets_the_limit_as_chapter_7_needs_on_two(control, capsy
     assert "limited to 16G on GPUs 0, 1:" in capsys.readouterr().out
 
 
+def test_the_command_learns_the_limit_and_the_gpus_limited(control):
+    with mps.limited("16G", device=[1, 0]) as environment:
+        assert environment[mps.LIMIT_VARIABLE] == "16G" and environment[mps.DEVICES_VARIABLE] == "1,0"
+    with mps.limited("8G") as environment:
+        assert environment[mps.DEVICES_VARIABLE] == "0"
+
+
 def test_a_failing_command_returns_its_status_and_mps_still_stops(control):
     assert mps.run_with_limit([sys.executable, "-c", "raise SystemExit(3)"], "8192M", device=0) == 3
     assert calls(control)[-1] == "quit"
