@@ -6,17 +6,17 @@ Under MPS each kernel is a client with a memory share of its own, so a participa
 three shares. :class:`OneKernelPerSeat` refuses to start a kernel while the seat's server holds another that is
 alive (:func:`booktools.room.kernel_refusal` decides), with an HTTP 403 whose message says to shut that one down.
 
-Written against jupyter_server 2.20's ``AsyncMappingKernelManager`` (``services/kernels/kernelmanager.py``):
-``start_kernel`` is ``_async_start_kernel(self, *, kernel_id=None, path=None, **kwargs)``, assigned by name in the
-class body, so the subclass overrides ``start_kernel`` itself. Every new kernel comes through it: ``POST
-/api/kernels`` and a new session (``SessionManager.start_kernel_for_session``); a restart does not (it restarts the
-same kernel id through jupyter_client's ``KernelManager.restart_kernel``), and neither does a session that names a
-kernel the server holds (``start_kernel`` returns it, starting nothing). ``POST /api/kernels`` answers the
-refusal as a 403 with this message (seen against jupyter_server 2.21.1); a new session wraps it in an HTTP 500
-whose message carries it. JupyterLab 4.6 shows the latter as *Error Starting Kernel*, the message on one line
-cut at the dialog's width (seen in Chromium: ``runs/probes/room_refusal_in_jupyterlab_4.6.png``), then offers
-*Select Kernel*, whose list includes the other notebook's running kernel (picking it starts nothing, so it is
-allowed).
+Written against jupyter_server 2.21.1's ``AsyncMappingKernelManager`` (``services/kernels/kernelmanager.py``; the
+version ``locks/gpu-cp312-linux-x86_64.txt`` pins for the ``gpu`` extra): ``start_kernel`` is
+``_async_start_kernel(self, *, kernel_id=None, path=None, **kwargs)``, assigned by name in the class body, so the
+subclass overrides ``start_kernel`` itself. Every new kernel comes through it: ``POST /api/kernels`` and a new
+session (``SessionManager.start_kernel_for_session``); a restart does not (it restarts the same kernel id through
+jupyter_client's ``KernelManager.restart_kernel``), and neither does a session that names a kernel the server holds
+(``start_kernel`` returns it, starting nothing). ``POST /api/kernels`` answers the refusal as a 403 with this
+message (seen against jupyter_server 2.21.1); a new session wraps it in an HTTP 500 whose message carries it.
+JupyterLab 4.6 shows the latter as *Error Starting Kernel*, the message on one line cut at the dialog's width (seen
+in Chromium: ``runs/probes/room_refusal_in_jupyterlab_4.6.png``), then offers *Select Kernel*, whose list includes
+the other notebook's running kernel (picking it starts nothing, so it is allowed).
 Changing a notebook's kernel starts the new kernel before the old one is shut down, so it is refused too: shut
 the kernel down first, then pick the new one.
 
