@@ -85,20 +85,26 @@ NOT_FOR_PARTICIPANTS = ("Teaching a workshop from the book?",)
 SERVER_SECTIONS = ("### When `pip install` fails",)
 #: What ``_config.yml`` holds where the book's address is not filled in yet.
 PLACEHOLDER = "FILL-IN"
+#: Where the files and tests that chapters name are, said to a participant: the edition is a folder of notebooks, and
+#: the book's repository is not beside it (the published book links to it from every page).
+ELSEWHERE = "in the book's source repository rather than this folder"
 #: Every chapter's sentences that the edition cannot keep (it has no solutions and no repository beside it), as
 #: patterns, and what it says instead.
 EDITION_SENTENCES = {
     re.compile(r"Each\s+solution\s+runs\s+with\s+the\s+chapter\s+and\s+checks\s+what\s+it\s+claims\."): (
         "The solutions are in the published book, each run with its chapter."
     ),
-    re.compile(r"`((?:runs|tests)/[^`]*)`(?!\s+in\s+the\s+repository|\s+\(in the book's repository\))"): (
-        r"`\1` (in the book's repository)"
-    ),
-    re.compile(r"the book's unit tests(?!, in its repository)"): "the book's unit tests, in its repository,",
+    re.compile(r"(`(?:runs|tests)/[^`]*`)\s+in\s+the\s+repository\b"): rf"\1 {ELSEWHERE}",
     re.compile(
-        r"\b(the|its) unit tests\b(?! \(in the book's repository\))"
-    ): r"\1 unit tests (in the book's repository)",
-    re.compile(r"(?<!book's )the CPU tests\b"): "the book's CPU tests, in its repository",
+        r"`((?:runs|tests)/[^`]*)`(?!\s+in\s+the\s+repository\b|\s+\(?in\s+the\s+book's\s+source\s+repository)"
+    ): (rf"`\1` ({ELSEWHERE})"),
+    re.compile(r"the book's unit tests(?!, in its source repository)"): (
+        "the book's unit tests, in its source repository rather than this folder,"
+    ),
+    re.compile(r"\b(the|its) unit tests\b(?! \(in the book's source repository)"): rf"\1 unit tests ({ELSEWHERE})",
+    re.compile(
+        r"(?<!book's )the CPU tests\b"
+    ): "the book's CPU tests, in its source repository rather than this folder",
 }
 
 #: The participant's set-up check every edition holds, and the line by which it is the book's
@@ -305,7 +311,7 @@ def fit_chapter_0(cells: list, url: str | None) -> list:
 
 def fit_for_edition(text: str) -> str:
     """A chapter's markdown with :data:`EDITION_SENTENCES` replaced: no promise of solutions the edition lacks, and
-    the book's repository named for the files it points at."""
+    the book's source repository, not the participant's folder, named for the files and tests it points at."""
     for pattern, instead in EDITION_SENTENCES.items():
         text = pattern.sub(instead, text)
     return text
@@ -557,6 +563,9 @@ files; each problem comes with what to do.
 The chapters import the book's `support` package, installed once on the server for everyone; the folder can
 live anywhere, a home directory included. Run chapter 0 first, then each chapter from the top, one cell after
 the other.
+
+Where a chapter names a file under `runs/` or `tests/` (a record of the book's own runs, a probe, a test), that
+file is in the book's source repository, not in this folder: each page of the published book links to it.
 
 {where}
 """

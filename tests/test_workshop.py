@@ -170,8 +170,12 @@ def test_a_participant_reads_the_two_hour_edition_and_finds_nothing_that_does_no
     )  # whitespace collapsed: a sentence may break across lines
     for wrong in ("Each solution runs with the chapter", "FILL-IN", "make resolve-gpu", "When `pip install` fails"):
         assert wrong not in every, wrong
-    for path in re.findall(r"`(?:runs|tests)/[^`]*`(.{0,28})", every):
-        assert path.startswith((" (in the book's repository)", " in the repository")), path
+    for path in re.findall(r"`(?:runs|tests)/[^`]*`(.{0,64})", every):
+        assert path.startswith((f" ({workshop.ELSEWHERE})", f" {workshop.ELSEWHERE}")), path
+    # the participant has the edition only: no sentence may send them to "the repository" as if it were beside it
+    for beside in ("in the book's repository", "in the repository", "in its repository"):
+        assert beside not in every, beside
+    assert "not in this folder" in (edition / "README.md").read_text()
 
 
 def test_the_edition_s_sentences_are_replaced_once_across_line_breaks():
@@ -181,11 +185,12 @@ def test_the_edition_s_sentences_are_replaced_once_across_line_breaks():
     )
     edited = workshop.fit_for_edition(text)
     assert "Each solution" not in edited and "The solutions are in the published book" in edited
-    assert "(`runs/probes/` in the\nrepository)" in edited  # already says where: left alone
-    assert "`tests/test_a.py` (in the book's repository)" in edited
-    assert "(the book's unit tests, in its repository, show it)" in edited
-    assert "the unit tests (in the book's repository)" in edited
-    assert "the book's CPU tests, in its repository." in edited
+    # "in the repository" said to a reader of the book, whose copy is one: the participant's edition is not
+    assert "(`runs/probes/` in the book's source repository rather than this folder)" in edited
+    assert "`tests/test_a.py` (in the book's source repository rather than this folder)" in edited
+    assert "(the book's unit tests, in its source repository rather than this folder, show it)" in edited
+    assert "the unit tests (in the book's source repository rather than this folder)" in edited
+    assert "the book's CPU tests, in its source repository rather than this folder." in edited
     assert workshop.fit_for_edition(edited) == edited  # a second pass changes nothing
 
 
