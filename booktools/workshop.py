@@ -211,10 +211,26 @@ def answer_cell(label: str):
     return cell
 
 
+#: An exercise that asks for a prediction: its text says so.
+PREDICTION = re.compile(r"\bpredict", re.IGNORECASE)
+#: What the prediction cell says until the participant writes in it.
+PREDICTION_PROMPT = "**Your prediction** (double-click here and write it, before you run the cell below):"
+
+
+def prediction_cell(label: str):
+    """The Markdown cell a participant writes an exercise's prediction in, before the code cell: prose typed into
+    a code cell is a syntax error when run."""
+    cell = nbformat.v4.new_markdown_cell(PREDICTION_PROMPT)
+    cell.id = re.sub(r"[^A-Za-z0-9_-]", "-", f"prediction-{label}")[:64]
+    cell.metadata = {"tags": ["prediction"]}
+    return cell
+
+
 def render_exercises(cells: list, numbers: dict[str, str], name: str = "notebook") -> list:
     """``cells`` with each exercise's markup replaced by its numbered heading and an empty cell after its starter
-    cells (where its ``exercise-end`` cell was)."""
-    rendered, open_label = [], None
+    cells (where its ``exercise-end`` cell was); an exercise that asks for a prediction gets a Markdown cell to
+    write it in before that empty cell."""
+    rendered, open_label, predicts = [], None, False
     for index, cell in enumerate(cells):
         text = cell.source if cell.cell_type == "markdown" else ""
         labels = EXERCISE_LABEL.findall(text)
@@ -225,18 +241,23 @@ def render_exercises(cells: list, numbers: dict[str, str], name: str = "notebook
             if open_label not in numbers:
                 raise WorkshopError(f"{name}, cell {index}: the exercise {open_label} has no number")
             cell.source = exercise_heading(text, numbers[open_label])
+            predicts = bool(PREDICTION.search(cell.source))
             rendered.append(cell)
             continue
         if EXERCISE_END_FENCE.search(text):
             if open_label is None:
                 raise WorkshopError(f"{name}, cell {index}: an exercise ends that never started")
+            if predicts:
+                rendered.append(prediction_cell(open_label))
             rendered.append(answer_cell(open_label))
             rest = EXERCISE_END_FENCE.sub("", text).strip()
             if rest:
                 cell.source = rest
                 rendered.append(cell)
-            open_label = None
+            open_label, predicts = None, False
             continue
+        if open_label is not None and PREDICTION.search(text):
+            predicts = True
         rendered.append(cell)
     if open_label is not None:
         raise WorkshopError(f"{name}: the exercise {open_label} never ends (add an exercise-end cell)")
@@ -286,8 +307,10 @@ exercise has an empty cell under it for your answer.
 
 Without a GPU you can still follow: {where} shows every chapter executed on the book's GPU, with its outputs
 and the solutions, and chapter 6's pipeline runs on the CPU wherever the book's libraries are installed, from a
-terminal or from a notebook cell (`!python -m support.ecg --device cpu --hours 0.2 --out ecg-run`; a workshop
-server may have its terminals turned off).
+terminal or from a notebook cell (`!{{sys.executable}} -m support.ecg --device cpu --hours 0.2 --out ecg-run`, the
+kernel's own Python, as for the set-up check; a workshop server may have its terminals turned off). On a machine
+of your own, install the book from its source repository with its `cpu` extra (its README says how) for that
+route; the other chapters need the GPU.
 
 Every chapter starts by printing its environment:"""
 
@@ -399,6 +422,21 @@ def missing_files(folder: Path, source: Path) -> list[str]:
     return missing
 
 
+def copy_assets(source: Path, out: Path, named: set[str]) -> None:
+    """Copy :data:`ASSETS` from beside the book's chapters (``source``) into the edition (``out``): each file, and of
+    each folder only the files the edition's notebooks name (``named``, :func:`named_files`): a diagram no chapter of
+    the agenda shows stays out. The folder itself is made even when empty, as the set-up check looks for it."""
+    for asset in ASSETS:
+        if (source / asset).is_dir():
+            (out / asset).mkdir(parents=True, exist_ok=True)
+            for name in sorted(named):
+                if name.startswith(f"{asset}/") and (source / name).is_file():
+                    (out / name).parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copy2(source / name, out / name)
+        elif (source / asset).exists():
+            shutil.copy2(source / asset, out / asset)
+
+
 def participant_chapters(chapters: list[Path]) -> list[Path]:
     """``chapters`` without the teachers' pages."""
     return [path for path in chapters if path.stem not in TEACHERS_ONLY]
@@ -416,11 +454,6 @@ def write_edition(
     source = chapters[0].parent if chapters else out
     numbers = exercise_numbers(participant_chapters(notebooks.chapters_in(source)))
     pages = {path.stem for path in chapters}
-    for asset in ASSETS:
-        if (source / asset).is_dir():
-            shutil.copytree(source / asset, out / asset, dirs_exist_ok=True)
-        elif (source / asset).exists():
-            shutil.copy2(source / asset, out / asset)
     for path in chapters:
         original = nbformat.read(path, as_version=4)
         edition = participant_notebook(original, path.name, numbers, pages, url)
@@ -430,6 +463,7 @@ def write_edition(
         written.append(target)
     for stale in sorted(set(out.glob("*.ipynb")) - set(written)):  # an earlier edition's chapter, not this one's
         stale.unlink()
+    copy_assets(source, out, set().union(*(named_files(nbformat.read(t, as_version=4)) for t in written)))
     (out / "README.md").write_text(readme([path.stem for path in chapters], url))
     (out / SETUP_FILE).write_text(SETUP_SCRIPT.format(chapters=[path.stem for path in chapters]))
     missing = missing_files(out, source)
@@ -550,7 +584,8 @@ def readme(chapters: list[str], url: str | None) -> str:
     return f"""# Workshop edition of the GPU Interop Book
 
 One notebook per chapter of this workshop ({", ".join(chapters)}), with the exercises (each under a heading
-"Exercise N.k", with an empty cell to write your answer in) and without their solutions or outputs, and the files
+"Exercise N.k", with an empty cell to write your answer in, and a text cell before it where the exercise asks for a
+prediction) and without their solutions or outputs, and the files
 the chapters open (`diagrams/`, chapter 6's `ecg_cli_*.json`). Keep the folder as it is: the notebooks read
 those files from beside them.
 
@@ -563,6 +598,9 @@ files; each problem comes with what to do.
 The chapters import the book's `support` package, installed once on the server for everyone; the folder can
 live anywhere, a home directory included. Run chapter 0 first, then each chapter from the top, one cell after
 the other.
+
+Without a GPU you can still follow: chapter 0's section "Before the workshop, and without a GPU" says where the
+book's executed chapters are and which chapter runs on the CPU.
 
 Where a chapter names a file under `runs/` or `tests/` (a record of the book's own runs, a probe, a test), that
 file is in the book's source repository, not in this folder: each page of the published book links to it.
@@ -593,7 +631,16 @@ def check_seat(chapters: list[str], folder: Path | None = None) -> int:
         print(for_participant(finding).line())
     blockers = sum(finding.level == "FAIL" for finding in findings)
     print(f"{blockers} blocker(s): tell your teacher" if blockers else "this seat is ready for the workshop")
+    if any(f.level == "FAIL" and "no usable GPU" in f.what for f in findings):
+        print(WITHOUT_A_GPU)
     return 1 if blockers else 0
+
+
+#: The set-up check's last line on a machine without a usable GPU: what a participant can still do.
+WITHOUT_A_GPU = (
+    "without a GPU you can still follow: chapter 0's 'Before the workshop, and without a GPU' says where the "
+    "book's executed chapters are, and which chapter runs on the CPU"
+)
 
 
 #: What a participant does about a problem the book's doctor would have its installer fix.
@@ -604,17 +651,25 @@ PARTICIPANT_FIX = (
 PARTICIPANT_GPU_FIX = "run this on the workshop's GPU server, in the kernel your teacher named; else tell your teacher"
 
 
+#: Words of the book's installation, which a participant does not run.
+INSTALLERS_WORDS = re.compile(r"\bmake\b|\bpip\b|\bconda\b|\bextras?\b")
+#: A bracketed note for whoever installs the book, inside a problem's description ("(the cpu extra's, for make test
+#: without a GPU)").
+INSTALLERS_NOTE = re.compile(r"\s*\([^()]*(?:\bmake\b|\bpip\b|\bconda\b|\bextras?\b|extra's)[^()]*\)")
+
+
 def for_participant(finding: doctor.Finding) -> doctor.Finding:
     """``finding`` with a fix a participant can act on: the doctor's fixes name the book's installation (``make``,
     ``pip``, ``conda``) or the machine (its driver, its GPU, the server's environment), which a participant does
     not run; a participant uses the server and kernel the teacher set up, and passes any other fix on."""
     if finding.level == "ok" or not finding.fix:
         return finding
-    if "no usable GPU" in finding.what:
-        return doctor.Finding(finding.level, finding.what, PARTICIPANT_GPU_FIX)
-    if re.search(r"\bmake\b|\bpip\b|\bconda\b|\bextras?\b", finding.fix):
-        return doctor.Finding(finding.level, finding.what, PARTICIPANT_FIX)
-    return doctor.Finding(finding.level, finding.what, f"tell your teacher, who can: {finding.fix}")
+    what = INSTALLERS_NOTE.sub("", finding.what)
+    if "no usable GPU" in what:
+        return doctor.Finding(finding.level, what, PARTICIPANT_GPU_FIX)
+    if INSTALLERS_WORDS.search(finding.fix):
+        return doctor.Finding(finding.level, what, PARTICIPANT_FIX)
+    return doctor.Finding(finding.level, what, f"tell your teacher, who can: {finding.fix}")
 
 
 def read_through(folder: Path) -> list[str]:
@@ -653,21 +708,35 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("out", nargs="?", type=Path, default=OUT, help=f"the edition's folder (default {OUT})")
     parser.add_argument("--agenda", help=f"only this agenda's chapters: {', '.join(agendas.AGENDAS)}")
     parser.add_argument("--book-url", help="the published book's address (default: html.baseurl in _config.yml)")
+    parser.add_argument(
+        "--teacher-out",
+        type=Path,
+        help="the folder of the teacher's expected-output sheet, which holds the solutions (default: the edition's "
+        "folder's name with -teacher, beside it)",
+    )
     args = parser.parse_args(argv)
+    teacher_out = args.teacher_out or args.out.parent / f"{args.out.name}-teacher"
     chapters = participant_chapters(notebooks.chapter_notebooks())
     try:
         if args.agenda:
             chosen = agendas.agenda(args.agenda)
             chapters = [path for path in chapters if path.stem in chosen]
         url = args.book_url or book_url()
-        written = write_edition(chapters, args.out, url=url, teacher_out=args.out.parent / f"{args.out.name}-teacher")
+        if teacher_out.resolve() == args.out.resolve() or teacher_out.resolve().is_relative_to(args.out.resolve()):
+            raise WorkshopError(
+                f"the teacher's sheet holds the solutions: put it outside the edition, not in {teacher_out}"
+            )
+        written = write_edition(chapters, args.out, url=url, teacher_out=teacher_out)
     except (WorkshopError, ValueError) as error:
         print(f"workshop: {error}", file=sys.stderr)
         return 2
     for path in written:
         print(path.relative_to(ROOT) if path.is_relative_to(ROOT) else path)
     print(f"the participant edition is in {args.out}: copy the whole folder to the participants (its README says how)")
-    print(f"the teacher's expected-output sheet: {args.out.parent / (args.out.name + '-teacher')}/expected_outputs.md")
+    print(
+        f"the teacher's expected-output sheet: {teacher_out / 'expected_outputs.md'}; it holds the solutions: keep it "
+        "where participants cannot read it (--teacher-out)"
+    )
     if not url:
         print("no address for the published book (html.baseurl in _config.yml, or --book-url): the edition says to ask")
     return 0

@@ -8,7 +8,7 @@ import re
 import nbformat
 import pytest
 
-from booktools import agendas, notebooks, plan, teaching, workshop
+from booktools import agendas, doctor, notebooks, plan, teaching, workshop
 from booktools.workshop import WorkshopError
 
 EXERCISE = "```{exercise-start}\n:label: ex-predict\n```\nPredict the bandwidth, then measure it."
@@ -51,10 +51,12 @@ def test_the_participant_edition_renders_exercises_for_jupyter_and_drops_solutio
         "x = 1",
         "### Exercise 3.1: Exercise\n\nPredict the bandwidth, then measure it.",
         "# your prediction here",
+        workshop.PREDICTION_PROMPT,
         "",
         "## Next section",
     ]
-    assert edition.cells[4].cell_type == "code" and edition.cells[4].id == "answer-ex-predict"
+    assert edition.cells[4].cell_type == "markdown", "a prediction is prose: a text cell, not a code cell"
+    assert edition.cells[5].cell_type == "code" and edition.cells[5].id == "answer-ex-predict"
     assert all(not cell.outputs for cell in edition.cells if cell.cell_type == "code")
     workshop.check_edition(original, edition, "03_ch.ipynb")
     assert len(original.cells) == 9 and original.cells[6].outputs, "the original is left as it was"
@@ -378,3 +380,30 @@ def test_a_cut_list_runs_the_last_discussed_sections_through_first_and_says_what
         teaching.TALK_SECONDS["room runs, discussed"] - through
     )
     assert plan.cut_list({"chapter": "ch", "exercise": None, "parts": [parts[2]]}).endswith("run through already")
+
+
+def test_only_an_exercise_that_asks_for_a_prediction_gets_a_text_cell_for_it():
+    asks = notebook(("md", EXERCISE), ("md", EXERCISE_END))
+    plain = notebook(("md", EXERCISE.replace("Predict the bandwidth, then measure", "Measure")), ("md", EXERCISE_END))
+    kinds = [c.cell_type for c in workshop.participant_notebook(asks, "03_ch.ipynb").cells]
+    assert kinds == ["markdown", "markdown", "code"]
+    kinds = [c.cell_type for c in workshop.participant_notebook(plain, "03_ch.ipynb").cells]
+    assert kinds == ["markdown", "code"]
+
+
+def test_a_participant_reads_no_installer_notes_and_learns_what_to_do_without_a_gpu(capsys, monkeypatch, tmp_path):
+    note = "torch 2.13.0+cpu is a CPU-only build (the cpu extra's, for make test without a GPU): it cannot use the GPU"
+    shown = workshop.for_participant(doctor.Finding("FAIL", note, "pip install the gpu extra"))
+    assert shown.what == "torch 2.13.0+cpu is a CPU-only build: it cannot use the GPU"
+    assert "pip" not in shown.fix
+    no_gpu = doctor.Finding("FAIL", "no usable GPU: no NVIDIA driver", "install the driver")
+    monkeypatch.setattr(doctor, "probe_machine", lambda: type("Machine", (), {})())
+    monkeypatch.setattr(doctor, "diagnose", lambda machine: [no_gpu])
+    assert workshop.check_seat([], tmp_path) == 1
+    assert capsys.readouterr().out.rstrip().endswith(workshop.WITHOUT_A_GPU)
+
+
+def test_the_teachers_sheet_never_lands_inside_the_edition(tmp_path, capsys):
+    assert workshop.main([str(tmp_path / "edition"), "--teacher-out", str(tmp_path / "edition" / "sheet")]) == 2
+    assert "holds the solutions" in capsys.readouterr().err
+    assert not (tmp_path / "edition").exists()
