@@ -23,6 +23,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 
 from booktools.processes import Terminated, let_it_stop, signals_ignored, sigterm_as_interrupt
 
@@ -30,7 +31,8 @@ CONTROL = "nvidia-cuda-mps-control"
 #: Set for the command run under the limit, to the limit (``16G``).
 LIMIT_VARIABLE = "GPU_INTEROP_MPS_LIMIT"
 #: Set for the command run under the limit, to the GPUs limited as MPS numbers them (``0``, or ``0,1``): what
-#: ``booktools.room`` reads to check the seats' shares against those cards, not another.
+#: ``booktools.room`` reads to check the seats' shares against those cards, not another, and a rehearsal's seats to
+#: read their memory there (:func:`limited_devices`).
 DEVICES_VARIABLE = "GPU_INTEROP_MPS_DEVICES"
 LIMIT_PATTERN = re.compile(r"\d+(\.\d+)?[MG]")
 
@@ -86,6 +88,79 @@ def nvml_index(device: int, environ: Mapping[str, str] | None = None) -> int | N
     if device >= len(entries) or not entries[device].isdigit():
         return None
     return int(entries[device])
+
+
+def limited_devices(environ: Mapping[str, str]) -> tuple[int, ...]:
+    """The GPUs :func:`limited` limited, as it numbers them (:data:`DEVICES_VARIABLE`), read from the environment
+    of what runs under it; GPU 0, its default, where the variable is not set (a limit set by hand).
+
+    >>> limited_devices({}), limited_devices({DEVICES_VARIABLE: "0,1"})
+    ((0,), (0, 1))
+    >>> limited_devices({DEVICES_VARIABLE: "all"})
+    Traceback (most recent call last):
+    ...
+    booktools.mps.MpsError: GPU_INTEROP_MPS_DEVICES='all' does not name GPUs as booktools.mps does (0, or 0,1): unset it
+    """
+    named = environ.get(DEVICES_VARIABLE, "0")
+    try:
+        return devices_named([int(index) for index in named.split(",")])
+    except (ValueError, MpsError):
+        raise MpsError(
+            f"{DEVICES_VARIABLE}={named!r} does not name GPUs as booktools.mps does (0, or 0,1): unset it"
+        ) from None
+
+
+def card_total(index: int) -> int | None:
+    """The memory in bytes of the GPU that NVML numbers ``index``, or None where NVML cannot say (a function of its
+    own, for tests to stand in for)."""
+    from support import env  # noqa: PLC0415  # NVML through the book's probe, only when a card is read
+
+    card = env.card_memory(index)
+    return card.total if card is not None else None
+
+
+@dataclass(frozen=True)
+class LimitedCard:
+    """A GPU that MPS limits: ``device`` as MPS numbers it, ``index`` as NVML does (:func:`nvml_index`; None where
+    the environment does not say), its memory in bytes (None where it cannot be read, and ``unread`` says why)."""
+
+    device: int
+    index: int | None
+    total: int | None
+    unread: str | None = None
+
+    @property
+    def shown(self) -> str:
+        """The card in a message: its number as MPS counts it, and NVML's where that differs.
+
+        >>> LimitedCard(1, 1, 40).shown, LimitedCard(0, 2, 24).shown
+        ('GPU 1', "GPU 0 (NVML's GPU 2)")
+        """
+        return (
+            f"GPU {self.device}"
+            if self.index in (self.device, None)
+            else f"GPU {self.device} (NVML's GPU {self.index})"
+        )
+
+
+def limited_cards(devices: Sequence[int], environ: Mapping[str, str] | None = None) -> list[LimitedCard]:
+    """The memory of each GPU in ``devices`` (as MPS numbers them: :func:`limited`'s ``device``, or
+    :func:`limited_devices` under it), each read by NVML's index of it (:func:`nvml_index`, from ``environ``, the
+    environment MPS starts or started in): what a check that shares fit the limited cards reads, not NVML's GPU 0."""
+    environ = os.environ if environ is None else environ
+    cards = []
+    for device in devices:
+        index = nvml_index(device, environ)
+        total = None if index is None else card_total(index)
+        unread = None
+        if total is None:
+            unread = (
+                f"CUDA_VISIBLE_DEVICES={environ.get('CUDA_VISIBLE_DEVICES')} does not name it by an index"
+                if index is None
+                else "NVML cannot say"
+            )
+        cards.append(LimitedCard(device, index, total, unread))
+    return cards
 
 
 def check_limit(limit: str) -> str:

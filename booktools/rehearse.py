@@ -9,10 +9,12 @@ every seat at once. A seat executes the agenda's notebooks in order, top to bott
 fails, as a participant would; the first seat is the teacher's and runs the book's own notebooks, solutions
 included, as the reference. For each seat and chapter the record keeps whether it passed, its wall time, the
 first error, and the peak of GPU memory the seat's processes held (NVML); for the whole rehearsal, the GPU, its
-total memory, its peak in use and the wall time. Records are appended to ``runs/rehearsals.json``; the teachers'
-page states seats per GPU only from them.
+total memory, its peak in use and the wall time. The GPU is the one MPS limits (GPU 0, or where
+``CUDA_VISIBLE_DEVICES`` is set, the first it names), read by NVML's index of it
+(:func:`booktools.mps.limited_cards`), as :mod:`booktools.room` reads it. Records are appended to
+``runs/rehearsals.json``; the teachers' page states seats per GPU only from them.
 
-A plan that cannot fit is refused before anything starts: SEATS times LIMIT must fit the card's memory, and
+A plan that cannot fit is refused before anything starts: SEATS times LIMIT must fit that card's memory, and
 LIMIT must hold the largest peak the agenda's chapters were seen at (each chapter's first cell would refuse a
 smaller share); ``--skip-memory-check`` rehearses a smaller share anyway, to find out whether it runs. Seats run
 as participants do: from a folder outside the repository, importing the installed book (no ``PYTHONPATH``),
@@ -32,7 +34,9 @@ it as the same error at every seat at once.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -40,7 +44,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -314,11 +318,14 @@ def prepare_seats(chapters: Sequence[str], seats: int, root: Path, *, teacher: b
     return folders
 
 
-def seat_gpu_bytes(nvml=None, descendants=None) -> int | None:
-    """GPU memory held now on GPU 0 by this process's descendants (the seat's kernels), from NVML: the compute
-    processes and, under MPS, the MPS clients NVML lists apart. None when NVML cannot answer, or names none of
-    the seat's processes (a container hides the host's process ids from NVML): the record then says "unread"."""
+def seat_gpu_bytes(nvml=None, descendants=None, indexes: Sequence[int] | None = None) -> int | None:
+    """GPU memory held now by this process's descendants (the seat's kernels) on the GPUs NVML numbers ``indexes``,
+    by default those MPS limits (:func:`limited_indexes`), from NVML: the compute processes and, under MPS, the MPS
+    clients NVML lists apart. None when NVML cannot answer, or names none of the seat's processes (a container
+    hides the host's process ids from NVML): the record then says "unread"."""
     try:
+        if indexes is None:
+            indexes = limited_indexes()
         if nvml is None:
             import pynvml as nvml
 
@@ -327,15 +334,29 @@ def seat_gpu_bytes(nvml=None, descendants=None) -> int | None:
             import psutil
 
             descendants = {child.pid for child in psutil.Process().children(recursive=True)}
-        handle = nvml.nvmlDeviceGetHandleByIndex(0)
-        listed = list(nvml.nvmlDeviceGetComputeRunningProcesses(handle))
-        mps_clients = getattr(nvml, "nvmlDeviceGetMPSComputeRunningProcesses", None)
-        if mps_clients is not None:
-            listed += list(mps_clients(handle))
+        ours = []
+        for index in indexes:
+            handle = nvml.nvmlDeviceGetHandleByIndex(index)
+            listed = list(nvml.nvmlDeviceGetComputeRunningProcesses(handle))
+            mps_clients = getattr(nvml, "nvmlDeviceGetMPSComputeRunningProcesses", None)
+            if mps_clients is not None:
+                listed += list(mps_clients(handle))
+            ours += {p.pid: p.usedGpuMemory or 0 for p in listed if p.pid in descendants}.values()
     except Exception:  # noqa: BLE001 - no NVML, no driver: nothing to read
         return None
-    ours = {p.pid: p.usedGpuMemory or 0 for p in listed if p.pid in descendants}
-    return sum(ours.values()) if ours else None
+    return sum(ours) if ours else None
+
+
+def limited_indexes(environ: Mapping[str, str] | None = None) -> list[int]:
+    """NVML's indexes of the GPUs MPS limits, as a seat reads them from its environment (the rehearsal's, with
+    :data:`booktools.mps.DEVICES_VARIABLE`): GPU 0 outside MPS; a GPU NVML's index of which is unknown is left out.
+
+    >>> limited_indexes({}), limited_indexes({mps.DEVICES_VARIABLE: "0", "CUDA_VISIBLE_DEVICES": "2,0"})
+    ([0], [2])
+    """
+    environ = os.environ if environ is None else environ
+    found = (mps.nvml_index(device, environ) for device in mps.limited_devices(environ))
+    return [index for index in found if index is not None]
 
 
 def run_seat(
@@ -452,16 +473,19 @@ def rehearse(
     read_gpu: Callable[[], int | None] | None = None,
     log: Callable[[str], None] = print,
 ) -> Rehearsal:
-    """Run ``seats`` seats of ``agenda`` (or of ``chapters``, a part of it) at once under MPS with ``limit`` each;
-    return what happened. With ``two_kernels`` the last seat runs its chapters two at a time (:func:`run_seat`).
-    A seat still running after ``timeout_s`` is stopped; failed notebooks are copied to ``keep`` (a folder per
-    seat) when given."""
+    """Run ``seats`` seats of ``agenda`` (or of ``chapters``, a part of it) at once under MPS with ``limit`` each
+    on ``device`` (as MPS numbers it: its position in ``CUDA_VISIBLE_DEVICES`` where that is set); return what
+    happened. The plan's fit, the GPU's total and its peak are those of that card (:func:`this_gpu`); ``machine``
+    and ``read_gpu`` stand in for them in tests. With ``two_kernels`` the last seat runs its chapters two at a
+    time (:func:`run_seat`). A seat still running after ``timeout_s`` is stopped; failed notebooks are copied to
+    ``keep`` (a folder per seat) when given."""
     planned = teaching.agenda(agenda)
     chapters = list(chapters or planned)
     unknown = [name for name in chapters if name not in planned]
     if unknown:
         raise RehearsalError(f"not in the agenda {agenda}: {', '.join(unknown)} (it holds {', '.join(planned)})")
-    gpu, driver, total = (machine or this_gpu)()
+    gpu, driver, total = machine() if machine is not None else this_gpu(device)
+    card_index = mps.nvml_index(device)  # the card MPS limits, as NVML numbers it: its memory is what the seats share
     check_plan(seats, limit, total, teaching.largest_need(chapters) if memory_check else None)
     two_kernels = two_kernels and len(chapters) > 1  # one chapter runs in one kernel whatever is asked
     kernels = [1] * (seats - 1) + [2 if two_kernels else 1]  # the last seat may run two chapters at once
@@ -471,7 +495,9 @@ def rehearse(
         folders = prepare_seats(chapters, seats, Path(scratch), teacher=teacher)
         results = [Path(scratch) / f"seat-{index:02d}.json" for index in range(1, seats + 1)]
         begun = time.perf_counter()
-        with mps.limited(limit, device=device) as environment, MemorySampler(read_gpu or gpu_memory_used) as gpu_use:
+        if read_gpu is None:
+            read_gpu = (lambda: None) if card_index is None else functools.partial(gpu_memory_used, card_index)
+        with mps.limited(limit, device=device) as environment, MemorySampler(read_gpu) as gpu_use:
             environment = seat_environment(environment, memory_check=memory_check)
             check_installed(environment, folders[0][0])
             log(f"rehearse: {seats} seats of {agenda} ({', '.join(chapters)}) under MPS, {limit} each")
@@ -534,13 +560,27 @@ def keep_failed(folders: Sequence[tuple[Path, str]], keep: Path) -> None:
             shutil.copy2(failed, target / failed.name)
 
 
-def this_gpu() -> tuple[str, str, int]:
-    """GPU 0's name, the driver's version and the card's total memory, or :class:`RehearsalError` without one."""
+def this_gpu(device: int = 0, environ: Mapping[str, str] | None = None) -> tuple[str, str, int]:
+    """The name of the GPU that MPS numbers ``device``, the driver's version and that card's total memory, read by
+    NVML's index of it (:func:`booktools.mps.limited_cards`, as :mod:`booktools.room` reads the cards it checks),
+    or :class:`RehearsalError` without it. The name is CUDA's, which numbers the GPUs as MPS does."""
     probe = env.probe_gpus()
-    found = env.card_memory()
-    if not probe.available or found is None:
+    if not probe.available:
         raise RehearsalError(f"a rehearsal needs the GPU the workshop will use, and none is usable: {probe.problem}")
-    return probe.gpus[0].name, probe.driver_version or "unknown", found.total
+    if device >= len(probe.gpus):
+        raise RehearsalError(f"there is no GPU {device} to rehearse on: CUDA sees {len(probe.gpus)} GPU(s)")
+    (card,) = mps.limited_cards((device,), environ)
+    if card.total is None:
+        remedy = (
+            "name the GPUs by index in CUDA_VISIBLE_DEVICES"
+            if card.index is None
+            else "check that nvidia-ml-py is installed and nvidia-smi lists it"
+        )
+        raise RehearsalError(
+            f"the memory of {card.shown}, the GPU the rehearsal limits, cannot be read ({card.unread}), and the plan "
+            f"is checked against it: {remedy}"
+        )
+    return probe.gpus[device].name, probe.driver_version or "unknown", card.total
 
 
 def load(path: Path = RECORDS) -> list[Rehearsal]:

@@ -50,7 +50,7 @@ from importlib.util import find_spec
 from pathlib import Path
 
 from booktools import workshop
-from booktools.mps import DEVICES_VARIABLE, LIMIT_VARIABLE, MpsError, devices_named, nvml_index
+from booktools.mps import LIMIT_VARIABLE, MpsError, limited_cards, limited_devices
 from booktools.processes import signals_ignored, sigterm_as_interrupt, stop_all
 
 #: The kernel manager each server runs with: one kernel per seat.
@@ -129,31 +129,6 @@ def check_edition(edition: Path) -> None:
         raise RoomError(f"{edition} holds no chapter notebook: {hint}")
 
 
-def _card_total(index: int) -> int | None:
-    """The memory in bytes of the GPU that NVML numbers ``index``, or None where NVML cannot say (a function of its
-    own, for tests to stand in for)."""
-    from support import env  # noqa: PLC0415  # NVML through the book's probe, only when a limit is set
-
-    card = env.card_memory(index)
-    return card.total if card is not None else None
-
-
-def limited_devices(environ: Mapping[str, str]) -> tuple[int, ...]:
-    """The GPUs ``booktools.mps`` limited, as it numbers them (:data:`booktools.mps.DEVICES_VARIABLE`); GPU 0, its
-    default, where the variable is not set (a limit set by hand).
-
-    >>> limited_devices({}), limited_devices({DEVICES_VARIABLE: "0,1"})
-    ((0,), (0, 1))
-    """
-    named = environ.get(DEVICES_VARIABLE, "0")
-    try:
-        return devices_named([int(index) for index in named.split(",")])
-    except (ValueError, MpsError):
-        raise RoomError(
-            f"{DEVICES_VARIABLE}={named!r} does not name GPUs as booktools.mps does (0, or 0,1): unset it"
-        ) from None
-
-
 def check_fit(
     seats: int,
     limit: str,
@@ -166,30 +141,28 @@ def check_fit(
     ``limit``), with the share or the seat count that would fit: what :func:`booktools.rehearse.check_plan` asks of a
     rehearsal.
 
-    The cards are those ``booktools.mps`` limited (:func:`limited_devices`), each read by NVML's index of it
-    (:func:`booktools.mps.nvml_index`: NVML ignores ``CUDA_VISIBLE_DEVICES``), and each must hold every seat's
-    share, since a kernel may use every GPU limited (chapter 7 uses both of a two-GPU host). ``total_bytes`` stands
-    for one card's memory instead. A card whose memory cannot be read is named in ``log`` and not checked."""
+    The cards are those ``booktools.mps`` limited (:func:`booktools.mps.limited_devices`), each read by NVML's
+    index of it (:func:`booktools.mps.limited_cards`: NVML ignores ``CUDA_VISIBLE_DEVICES``), and each must hold
+    every seat's share, since a kernel may use every GPU limited (chapter 7 uses both of a two-GPU host).
+    ``total_bytes`` stands for one card's memory instead. A card whose memory cannot be read is named in ``log``
+    and not checked."""
     from booktools.rehearse import RehearsalError, check_plan  # noqa: PLC0415  # its notebooks' stack, only here
 
     environ = os.environ if environ is None else environ
     if total_bytes is not None:
         cards = [("this GPU", total_bytes)]
     else:
+        try:
+            limited = limited_cards(limited_devices(environ), environ)
+        except MpsError as error:  # GPU_INTEROP_MPS_DEVICES set by hand, not as booktools.mps sets it
+            raise RoomError(str(error)) from None
         cards = []
-        for device in limited_devices(environ):
-            index = nvml_index(device, environ)
-            total = None if index is None else _card_total(index)
-            if total is None:
-                why = (
-                    f"CUDA_VISIBLE_DEVICES={environ.get('CUDA_VISIBLE_DEVICES')} does not name it by an index"
-                    if index is None
-                    else "NVML cannot say"
-                )
-                log(f"room: GPU {device}'s memory cannot be read ({why}): the seats' shares are not checked on it")
+        for card in limited:
+            if card.total is None:
+                said = f"room: GPU {card.device}'s memory cannot be read ({card.unread})"
+                log(f"{said}: the seats' shares are not checked on it")
                 continue
-            shown = f"GPU {device}" if index == device else f"GPU {device} (NVML's GPU {index})"
-            cards.append((shown, total))
+            cards.append((card.shown, card.total))
     for shown, total in cards:
         try:
             check_plan(seats, limit, total, option="booktools.mps --limit")

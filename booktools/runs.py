@@ -114,10 +114,10 @@ def visible_gpu(environ: Mapping[str, str] | None = None) -> int:
     return int(first) if first.isdigit() else 0
 
 
-def gpu_memory_used() -> int | None:
-    """Bytes in use on the run's GPU (:func:`visible_gpu`) by every process, as NVML reports them (None when it
-    cannot answer)."""
-    found = env.card_memory(visible_gpu())
+def gpu_memory_used(index: int | None = None) -> int | None:
+    """Bytes in use by every process on the GPU that NVML numbers ``index``, by default the run's GPU
+    (:func:`visible_gpu`), as NVML reports them (None when it cannot answer)."""
+    found = env.card_memory(visible_gpu() if index is None else index)
     return None if found is None else found.used
 
 

@@ -17,7 +17,7 @@ from test_mps import calls, control  # noqa: F401 - the stand-in nvidia-cuda-mps
 
 from booktools import rehearse
 from booktools.notebooks import NotebookFailed
-from support import claims
+from support import claims, env
 from support.units import GIB
 
 MACHINE = ("NVIDIA H100 80GB HBM3", "580.1", 80 * GIB)
@@ -74,6 +74,82 @@ def test_a_seats_gpu_memory_is_its_kernels_including_mps_clients():
 
     assert rehearse.seat_gpu_bytes(FakeNvml(), descendants={11, 12, 13}) == 3 * GIB  # not pid 99, another seat's
     assert rehearse.seat_gpu_bytes(FakeNvml(), descendants={7}) is None  # ids NVML cannot see: unread, not 0
+
+
+class FakeCards:
+    """``support.env.card_memory`` and ``support.env.probe_gpus`` on a machine of three GPUs of different sizes and
+    loads, numbered as NVML numbers them (whatever CUDA_VISIBLE_DEVICES says); it keeps the indexes it was asked."""
+
+    def __init__(self, *cards_gib: tuple[float, float]):
+        self.cards = [(int(total * GIB), int(used * GIB)) for total, used in cards_gib]
+        self.asked: list[int] = []
+
+    def card_memory(self, device: int = 0):
+        self.asked.append(device)
+        if device >= len(self.cards):
+            return None  # NVML has no such GPU
+        total, used = self.cards[device]
+        return env.CardMemory(used=used, free=total - used, total=total)
+
+    def probe_gpus(self):
+        gpus = tuple(env.Gpu(i, f"GPU of {t // GIB} GiB", t, (9, 0), 132) for i, (t, _) in enumerate(self.cards))
+        return env.GpuProbe(gpus=gpus, driver_version="580.1")
+
+
+@pytest.fixture
+def cards(monkeypatch) -> FakeCards:
+    """GPU 0 of 80 GiB with 70 in use, GPU 1 of 40 GiB with 12 in use, GPU 2 of 24 GiB with 3 in use."""
+    fake = FakeCards((80, 70), (40, 12), (24, 3))
+    monkeypatch.setattr(env, "card_memory", fake.card_memory)
+    monkeypatch.setattr(env, "probe_gpus", fake.probe_gpus)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    return fake
+
+
+def test_the_gpu_a_rehearsal_reads_is_the_one_mps_limits_not_gpu_0(cards, control):  # noqa: F811
+    assert rehearse.this_gpu() == ("GPU of 80 GiB", "580.1", 80 * GIB) and cards.asked == [0]
+    assert rehearse.this_gpu(1) == ("GPU of 40 GiB", "580.1", 40 * GIB) and cards.asked[-1] == 1
+    # CUDA_VISIBLE_DEVICES=2,0 and device 0: MPS limits the machine's GPU 2, which NVML numbers 2 and CUDA 0
+    assert rehearse.this_gpu(0, {"CUDA_VISIBLE_DEVICES": "2,0"})[2] == 24 * GIB and cards.asked[-1] == 2
+    with pytest.raises(rehearse.RehearsalError, match=r"GPU 0.*cannot be read \(CUDA_VISIBLE_DEVICES=GPU-8f1c does"):
+        rehearse.this_gpu(0, {"CUDA_VISIBLE_DEVICES": "GPU-8f1c"})
+    with pytest.raises(rehearse.RehearsalError, match="no GPU 5 to rehearse on: CUDA sees 3"):
+        rehearse.this_gpu(5)
+    # the plan is checked against GPU 1's 40 GiB, not GPU 0's 80, before MPS starts
+    with pytest.raises(rehearse.RehearsalError, match="4 seats of 16G need 64.0 GiB and this GPU has 40.0 GiB"):
+        rehearse.rehearse("two-hours", 4, "16G", device=1, memory_check=False, command=fake_seat, log=lambda s: None)
+    assert not (control.parent / "calls.log").exists()
+
+
+def test_a_seats_gpu_memory_is_read_on_the_gpus_mps_limits():
+    class FakeNvml:  # pid 11 holds 1 GiB on NVML's GPU 0 and 4 GiB on its GPU 2
+        def nvmlDeviceGetHandleByIndex(self, index):
+            return index
+
+        def nvmlDeviceGetComputeRunningProcesses(self, handle):
+            return [Process(pid=11, usedGpuMemory={0: GIB, 2: 4 * GIB}.get(handle, 0))]
+
+    variable = rehearse.mps.DEVICES_VARIABLE
+    assert rehearse.limited_indexes({}) == [0]  # outside MPS, or booktools.mps's default
+    assert rehearse.limited_indexes({variable: "1"}) == [1]
+    assert rehearse.limited_indexes({variable: "0", "CUDA_VISIBLE_DEVICES": "2,0"}) == [2]
+    assert rehearse.limited_indexes({variable: "0,1", "CUDA_VISIBLE_DEVICES": "GPU-8f1c,0"}) == [0]
+    assert rehearse.seat_gpu_bytes(FakeNvml(), descendants={11}, indexes=[2]) == 4 * GIB
+    assert rehearse.seat_gpu_bytes(FakeNvml(), descendants={11}, indexes=[0, 2]) == 5 * GIB
+    assert rehearse.seat_gpu_bytes(FakeNvml(), descendants={11}, indexes=[]) is None
+
+
+@pytest.mark.slow
+def test_a_rehearsal_records_the_total_and_peak_of_the_gpu_it_limits(cards, control):  # noqa: F811
+    done = rehearse.rehearse(
+        "two-hours", 2, "16G", chapters=["00_getting_started"], device=1, command=fake_seat, log=lambda s: None
+    )
+    assert calls(control)[2] == "set_default_device_pinned_mem_limit 1 16G"
+    assert (done.gpu, done.gpu_total_bytes, done.gpu_peak_bytes) == ("GPU of 40 GiB", 40 * GIB, 12 * GIB)
+    assert set(cards.asked) == {1}  # NVML's GPU 0 never read
+    assert "GPU peak 12.0 GiB of 40.0 GiB" in done.summary()
+    newest = rehearse.records.load(rehearse.records.REHEARSALS)[-1]  # what the teachers' page reads: same fields
+    assert set(rehearse.asdict(done)) == set(newest) and type(newest["gpu_total_bytes"]) is int
 
 
 @pytest.mark.slow
@@ -230,7 +306,7 @@ def test_records_are_appended_and_read_back(tmp_path):
     ],
 )
 def test_bad_input_is_one_sentence_and_exit_status_2(argv, said, capsys, monkeypatch):
-    monkeypatch.setattr(rehearse, "this_gpu", lambda: MACHINE)
+    monkeypatch.setattr(rehearse, "this_gpu", lambda device=0: MACHINE)
     assert rehearse.main(argv) == 2
     assert said in capsys.readouterr().err
 

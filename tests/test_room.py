@@ -19,7 +19,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from booktools import processes, room, workshop
+from booktools import mps, processes, room, workshop
 
 
 @pytest.fixture(autouse=True)
@@ -465,12 +465,12 @@ def test_the_room_refuses_root_before_it_makes_anything_unless_allowed(edition, 
 
 def test_a_room_whose_shares_do_not_fit_the_card_is_refused_before_it_makes_anything(edition, tmp_path, monkeypatch):
     monkeypatch.setenv(room.LIMIT_VARIABLE, "16G")
-    monkeypatch.setattr(room, "_card_total", lambda index: 80 * 2**30)  # 6 seats of 16G need 96 GiB
+    monkeypatch.setattr(mps, "card_total", lambda index: 80 * 2**30)  # 6 seats of 16G need 96 GiB
     into = tmp_path / "room"
     with pytest.raises(room.RoomError, match=r"6 seats of 16G need 96.0 GiB .*booktools.mps --limit 13G\), or use 5"):
         room.open_room(edition, into, 6, first_port=free_port(), launch=sleeper([]), stop_after=0.1)
     assert not into.exists()
-    monkeypatch.setattr(room, "_card_total", lambda index: int(79.18 * 2**30))  # the H100 as NVML reports it
+    monkeypatch.setattr(mps, "card_total", lambda index: int(79.18 * 2**30))  # the H100 as NVML reports it
     with pytest.raises(room.RoomError, match="give each seat at most 15G"):
         room.open_room(edition, into, 5, first_port=free_port(), launch=sleeper([]), stop_after=0.1)
     assert room.open_room(edition, into, 5 - 1, first_port=free_port(), launch=sleeper([]), stop_after=0.1) == 0
@@ -479,7 +479,7 @@ def test_a_room_whose_shares_do_not_fit_the_card_is_refused_before_it_makes_anyt
     assert any(line.startswith("room: a start would be refused: 6 seats of 16G") for line in said)
     with pytest.raises(room.RoomError, match="a share of 16G is more than this GPU's 8.0 GiB"):
         room.check_fit(1, "16G", total_bytes=8 * 2**30)
-    monkeypatch.setattr(room, "_card_total", lambda index: None)  # no NVML: nothing to check against
+    monkeypatch.setattr(mps, "card_total", lambda index: None)  # no NVML: nothing to check against
     assert (
         room.open_room(edition, tmp_path / "other", 5, first_port=free_port(), launch=sleeper([]), stop_after=0.1) == 0
     )
@@ -512,31 +512,31 @@ def test_the_fit_is_checked_on_the_gpus_mps_limits_not_on_gpu_0(monkeypatch):
     room.check_fit(4, "16G", environ={}, log=said.append)  # booktools.mps's default: GPU 0, 80 GiB
     assert nvml.asked == [0] and said == []
     with pytest.raises(room.RoomError, match=r"4 seats of 16G need 64.0 GiB .* 40.0 GiB.*\(on GPU 1\)$"):
-        room.check_fit(4, "16G", environ={room.DEVICES_VARIABLE: "1"}, log=said.append)
+        room.check_fit(4, "16G", environ={mps.DEVICES_VARIABLE: "1"}, log=said.append)
     assert nvml.asked[-1] == 1
     with pytest.raises(room.RoomError, match=r"\(on GPU 1\)$"):  # two GPUs limited: each must hold every share
-        room.check_fit(4, "16G", environ={room.DEVICES_VARIABLE: "0,1"}, log=said.append)
+        room.check_fit(4, "16G", environ={mps.DEVICES_VARIABLE: "0,1"}, log=said.append)
     # CUDA_VISIBLE_DEVICES=2 and --device 0: MPS limits the machine's GPU 2 (24 GiB), which NVML numbers 2
-    visible = {room.DEVICES_VARIABLE: "0", "CUDA_VISIBLE_DEVICES": "2,0"}
+    visible = {mps.DEVICES_VARIABLE: "0", "CUDA_VISIBLE_DEVICES": "2,0"}
     with pytest.raises(room.RoomError, match=r"24.0 GiB.*\(on GPU 0 \(NVML's GPU 2\)\)$"):
         room.check_fit(2, "16G", environ=visible, log=said.append)
-    room.check_fit(2, "16G", environ={**visible, room.DEVICES_VARIABLE: "1"}, log=said.append)  # GPU 1 is NVML's 0
+    room.check_fit(2, "16G", environ={**visible, mps.DEVICES_VARIABLE: "1"}, log=said.append)  # GPU 1 is NVML's 0
     assert nvml.asked[-1] == 0 and said == []
     # a GPU named by UUID, or one NVML does not know: said, and not checked (nothing refused)
     room.check_fit(9, "16G", environ={"CUDA_VISIBLE_DEVICES": "GPU-8f1c"}, log=said.append)
-    room.check_fit(9, "16G", environ={room.DEVICES_VARIABLE: "5"}, log=said.append)
+    room.check_fit(9, "16G", environ={mps.DEVICES_VARIABLE: "5"}, log=said.append)
     assert said[0].startswith("room: GPU 0's memory cannot be read (CUDA_VISIBLE_DEVICES=GPU-8f1c does not name")
     assert said[1] == "room: GPU 5's memory cannot be read (NVML cannot say): the seats' shares are not checked on it"
     with pytest.raises(room.RoomError, match="does not name GPUs as booktools.mps does"):
-        room.check_fit(1, "16G", environ={room.DEVICES_VARIABLE: "all"})
+        room.check_fit(1, "16G", environ={mps.DEVICES_VARIABLE: "all"})
 
 
 def test_the_room_reads_the_gpus_booktools_mps_limited(edition, tmp_path, monkeypatch):
     monkeypatch.setenv(room.LIMIT_VARIABLE, "16G")
-    monkeypatch.setenv(room.DEVICES_VARIABLE, "1")  # as booktools.mps --device 1 sets it
+    monkeypatch.setenv(mps.DEVICES_VARIABLE, "1")  # as booktools.mps --device 1 sets it
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     asked = []
-    monkeypatch.setattr(room, "_card_total", lambda index: asked.append(index) or (80 if index == 0 else 40) * 2**30)
+    monkeypatch.setattr(mps, "card_total", lambda index: asked.append(index) or (80 if index == 0 else 40) * 2**30)
     with pytest.raises(room.RoomError, match=r"\(on GPU 1\)"):
         room.open_room(edition, tmp_path / "room", 3, first_port=free_port(), launch=sleeper([]), stop_after=0.1)
     assert asked == [1] and not (tmp_path / "room").exists()
@@ -553,7 +553,7 @@ def test_a_room_md_the_room_did_not_write_is_never_overwritten(edition, tmp_path
     assert room.open_room(edition, into, 1, first_port=free_port(), launch=sleeper([]), stop_after=0.1) == 0
     assert room.open_room(edition, into, 1, first_port=free_port(), launch=sleeper([]), stop_after=0.1) == 0  # its own
     monkeypatch.setenv(room.LIMIT_VARIABLE, "16GB")  # set by hand, not by booktools.mps
-    monkeypatch.setattr(room, "_card_total", lambda index: 80 * 2**30)
+    monkeypatch.setattr(mps, "card_total", lambda index: 80 * 2**30)
     with pytest.raises(room.RoomError, match="16GB"):
         room.open_room(edition, into, 1, first_port=free_port(), launch=sleeper([]), stop_after=0.1)
 
