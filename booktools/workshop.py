@@ -105,6 +105,8 @@ EDITION_SENTENCES = {
     re.compile(
         r"(?<!book's )the CPU tests\b"
     ): "the book's CPU tests, in its source repository rather than this folder",
+    # chapter 6's command-line records are in the edition's folder, not "committed"
+    re.compile(r"\bare\s+committed\s+next\s+to\s+it\."): "are in this folder, next to it.",
 }
 
 #: The participant's set-up check every edition holds, and the line by which it is the book's

@@ -407,3 +407,9 @@ def test_the_teachers_sheet_never_lands_inside_the_edition(tmp_path, capsys):
     assert workshop.main([str(tmp_path / "edition"), "--teacher-out", str(tmp_path / "edition" / "sheet")]) == 2
     assert "holds the solutions" in capsys.readouterr().err
     assert not (tmp_path / "edition").exists()
+
+
+def test_chapter_6s_records_are_said_to_be_in_the_participants_folder():
+    said = "Two runs made that way on the GPU host are\ncommitted next to it. `ecg_cli_metrics.json` is the first"
+    assert "are in this folder, next to it." in workshop.fit_for_edition(said)
+    assert "committed" not in workshop.fit_for_edition(said)
