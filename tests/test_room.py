@@ -415,7 +415,7 @@ def test_a_dead_server_is_named_and_the_others_keep_running(tmp_path):
 
 @pytest.mark.skipif(
     importlib.util.find_spec("jupyter_server") is None,
-    reason="jupyter_server is not installed here (the gpu extra's jupyterlab brings it)",
+    reason="jupyter_server is not installed here (the test extra brings it)",
 )
 @pytest.mark.slow
 @pytest.mark.timeout(120)
