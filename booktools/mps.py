@@ -69,25 +69,55 @@ def nvml_index(device: int, environ: Mapping[str, str] | None = None) -> int | N
     The control daemon starts in this process's environment, and where ``CUDA_VISIBLE_DEVICES`` is set then, the
     MPS server remaps the GPUs (NVIDIA's MPS documentation, appendix "Environment Variables"): ``device`` is a
     position among the GPUs it names. NVML numbers every GPU of the machine and ignores ``CUDA_VISIBLE_DEVICES``,
-    so the position is mapped back to the index it names. A GPU named by UUID (``GPU-...``, ``MIG-...``), a position
-    past the list's end, or an empty list gives None. The order caveat of :func:`booktools.runs.visible_gpu` holds
-    here too (CUDA puts the fastest GPU first unless ``CUDA_DEVICE_ORDER=PCI_BUS_ID``; NVML orders by PCI bus: the
-    same on a machine of identical GPUs). Not checked on a GPU: read from the documentation.
+    so the position is mapped back to the card it names: an index as it is, a UUID (``GPU-...``, or its first
+    characters, as CUDA accepts) through NVML (:func:`index_of_uuid`). A MIG instance (``MIG-...``), a UUID no GPU
+    has, a position past the list's end, or an empty list gives None. The same appendix says that clients which
+    keep an index list set after the daemon started with it fail (they see the remapped GPUs), and recommends
+    UUIDs; :func:`limited` passes its environment on to the command, so name the GPUs by UUID there. The order
+    caveat of :func:`booktools.runs.visible_gpu` holds here too (CUDA puts the fastest GPU first unless
+    ``CUDA_DEVICE_ORDER=PCI_BUS_ID``; NVML orders by PCI bus: the same on a machine of identical GPUs). Not
+    checked on a GPU: read from the documentation.
 
     >>> nvml_index(0, {}), nvml_index(1, {}), nvml_index(0, {"CUDA_VISIBLE_DEVICES": "2"})
     (0, 1, 2)
     >>> nvml_index(1, {"CUDA_VISIBLE_DEVICES": "3, 1"}), nvml_index(1, {"CUDA_VISIBLE_DEVICES": "3"})
     (1, None)
-    >>> nvml_index(0, {"CUDA_VISIBLE_DEVICES": "GPU-8f1c"}), nvml_index(0, {"CUDA_VISIBLE_DEVICES": ""})
+    >>> nvml_index(0, {"CUDA_VISIBLE_DEVICES": "MIG-8f1c"}), nvml_index(0, {"CUDA_VISIBLE_DEVICES": ""})
     (None, None)
     """
     visible = (os.environ if environ is None else environ).get("CUDA_VISIBLE_DEVICES")
     if visible is None:
         return device
     entries = [entry.strip() for entry in visible.split(",")] if visible.strip() else []
-    if device >= len(entries) or not entries[device].isdigit():
+    if device >= len(entries):
         return None
-    return int(entries[device])
+    entry = entries[device]
+    if entry.isdigit():
+        return int(entry)
+    return index_of_uuid(entry) if entry.startswith("GPU-") else None
+
+
+def index_of_uuid(prefix: str) -> int | None:
+    """NVML's index of the one GPU whose UUID starts with ``prefix`` (``GPU-8f1c...``), or None where none does, more
+    than one does, or NVML cannot say (no driver, no ``nvidia-ml-py``)."""
+    try:
+        import pynvml  # noqa: PLC0415 - nvidia-ml-py, only when a GPU is named by UUID
+
+        pynvml.nvmlInit()
+    except Exception:  # noqa: BLE001 - no NVML here: the card cannot be named
+        return None
+    try:
+        found = []
+        for index in range(pynvml.nvmlDeviceGetCount()):
+            uuid = pynvml.nvmlDeviceGetUUID(pynvml.nvmlDeviceGetHandleByIndex(index))
+            uuid = uuid.decode() if isinstance(uuid, bytes) else uuid
+            if uuid.startswith(prefix):
+                found.append(index)
+        return found[0] if len(found) == 1 else None
+    except pynvml.NVMLError:
+        return None
+    finally:
+        pynvml.nvmlShutdown()
 
 
 def limited_devices(environ: Mapping[str, str]) -> tuple[int, ...]:
@@ -155,7 +185,8 @@ def limited_cards(devices: Sequence[int], environ: Mapping[str, str] | None = No
         unread = None
         if total is None:
             unread = (
-                f"CUDA_VISIBLE_DEVICES={environ.get('CUDA_VISIBLE_DEVICES')} does not name it by an index"
+                f"CUDA_VISIBLE_DEVICES={environ.get('CUDA_VISIBLE_DEVICES')} names it by no index or GPU UUID NVML "
+                "knows"
                 if index is None
                 else "NVML cannot say"
             )

@@ -572,7 +572,8 @@ def this_gpu(device: int = 0, environ: Mapping[str, str] | None = None) -> tuple
     (card,) = mps.limited_cards((device,), environ)
     if card.total is None:
         remedy = (
-            "name the GPUs by index in CUDA_VISIBLE_DEVICES"
+            "name the GPUs by their UUIDs in CUDA_VISIBLE_DEVICES (nvidia-smi -L lists them), as NVIDIA's MPS "
+            "documentation recommends"
             if card.index is None
             else "check that nvidia-ml-py is installed and nvidia-smi lists it"
         )

@@ -107,6 +107,7 @@ EDITION_SENTENCES = {
     ): "the book's CPU tests, in its source repository rather than this folder",
     # chapter 6's command-line records are in the edition's folder, not "committed"
     re.compile(r"\bare\s+committed\s+next\s+to\s+it\."): "are in this folder, next to it.",
+    re.compile(r"\bthe\s+two\s+committed\s+records\b"): "the two records in this folder",
 }
 
 #: The participant's set-up check every edition holds, and the line by which it is the book's
@@ -309,10 +310,10 @@ exercise has an empty cell under it for your answer.
 
 Without a GPU you can still follow: {where} shows every chapter executed on the book's GPU, with its outputs
 and the solutions, and chapter 6's pipeline runs on the CPU wherever the book's libraries are installed, from a
-terminal or from a notebook cell (`!{{sys.executable}} -m support.ecg --device cpu --hours 0.2 --out ecg-run`, the
-kernel's own Python, as for the set-up check; a workshop server may have its terminals turned off). On a machine
-of your own, install the book from its source repository with its `cpu` extra (its README says how) for that
-route; the other chapters need the GPU.
+terminal or from a notebook cell (`!{{sys.executable}} -m support.ecg --device cpu --hours 0.2 --out ecg-run`
+after `import sys`: the kernel's own Python, as for the set-up check; a workshop server may have its terminals
+turned off). On a machine of your own, install the book from its source repository with its `cpu` extra (its
+README says how) for that route; the other chapters need the GPU.
 
 Every chapter starts by printing its environment:"""
 
@@ -427,10 +428,14 @@ def missing_files(folder: Path, source: Path) -> list[str]:
 def copy_assets(source: Path, out: Path, named: set[str]) -> None:
     """Copy :data:`ASSETS` from beside the book's chapters (``source``) into the edition (``out``): each file, and of
     each folder only the files the edition's notebooks name (``named``, :func:`named_files`): a diagram no chapter of
-    the agenda shows stays out. The folder itself is made even when empty, as the set-up check looks for it."""
+    the agenda shows stays out, and one an earlier edition in ``out`` copied is removed. The folder itself is made
+    even when empty, as the set-up check looks for it."""
     for asset in ASSETS:
         if (source / asset).is_dir():
             (out / asset).mkdir(parents=True, exist_ok=True)
+            for old in sorted((out / asset).rglob("*")):
+                if old.is_file() and old.relative_to(out).as_posix() not in named:
+                    old.unlink()
             for name in sorted(named):
                 if name.startswith(f"{asset}/") and (source / name).is_file():
                     (out / name).parent.mkdir(parents=True, exist_ok=True)
@@ -632,9 +637,9 @@ def check_seat(chapters: list[str], folder: Path | None = None) -> int:
     for finding in findings:
         print(for_participant(finding).line())
     blockers = sum(finding.level == "FAIL" for finding in findings)
-    print(f"{blockers} blocker(s): tell your teacher" if blockers else "this seat is ready for the workshop")
     if any(f.level == "FAIL" and "no usable GPU" in f.what for f in findings):
-        print(WITHOUT_A_GPU)
+        print(WITHOUT_A_GPU)  # before the last line, which says whether the seat is ready
+    print(f"{blockers} blocker(s): tell your teacher" if blockers else "this seat is ready for the workshop")
     return 1 if blockers else 0
 
 
@@ -655,9 +660,9 @@ PARTICIPANT_GPU_FIX = "run this on the workshop's GPU server, in the kernel your
 
 #: Words of the book's installation, which a participant does not run.
 INSTALLERS_WORDS = re.compile(r"\bmake\b|\bpip\b|\bconda\b|\bextras?\b")
-#: A bracketed note for whoever installs the book, inside a problem's description ("(the cpu extra's, for make test
-#: without a GPU)").
-INSTALLERS_NOTE = re.compile(r"\s*\([^()]*(?:\bmake\b|\bpip\b|\bconda\b|\bextras?\b|extra's)[^()]*\)")
+#: The doctor's bracketed note for whoever installs the book, inside a problem's description ("(the cpu extra's, for
+#: make test without a GPU)"); a library's own words in brackets ("(make sure ...)") are kept.
+INSTALLERS_NOTE = re.compile(r"\s*\(the \w+ extra's[^()]*\)")
 
 
 def for_participant(finding: doctor.Finding) -> doctor.Finding:

@@ -103,6 +103,7 @@ def cards(monkeypatch) -> FakeCards:
     monkeypatch.setattr(env, "card_memory", fake.card_memory)
     monkeypatch.setattr(env, "probe_gpus", fake.probe_gpus)
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.setattr(rehearse.mps, "index_of_uuid", {"GPU-2a": 2}.get)  # NVML's answer for the one UUID it knows
     return fake
 
 
@@ -111,7 +112,9 @@ def test_the_gpu_a_rehearsal_reads_is_the_one_mps_limits_not_gpu_0(cards, contro
     assert rehearse.this_gpu(1) == ("GPU of 40 GiB", "580.1", 40 * GIB) and cards.asked[-1] == 1
     # CUDA_VISIBLE_DEVICES=2,0 and device 0: MPS limits the machine's GPU 2, which NVML numbers 2 and CUDA 0
     assert rehearse.this_gpu(0, {"CUDA_VISIBLE_DEVICES": "2,0"})[2] == 24 * GIB and cards.asked[-1] == 2
-    with pytest.raises(rehearse.RehearsalError, match=r"GPU 0.*cannot be read \(CUDA_VISIBLE_DEVICES=GPU-8f1c does"):
+    # a GPU named by UUID, as NVIDIA's MPS documentation recommends: NVML finds its index
+    assert rehearse.this_gpu(0, {"CUDA_VISIBLE_DEVICES": "GPU-2a"})[2] == 24 * GIB and cards.asked[-1] == 2
+    with pytest.raises(rehearse.RehearsalError, match=r"GPU 0.*cannot be read \(CUDA_VISIBLE_DEVICES=GPU-8f1c names"):
         rehearse.this_gpu(0, {"CUDA_VISIBLE_DEVICES": "GPU-8f1c"})
     with pytest.raises(rehearse.RehearsalError, match="no GPU 5 to rehearse on: CUDA sees 3"):
         rehearse.this_gpu(5)
@@ -121,7 +124,9 @@ def test_the_gpu_a_rehearsal_reads_is_the_one_mps_limits_not_gpu_0(cards, contro
     assert not (control.parent / "calls.log").exists()
 
 
-def test_a_seats_gpu_memory_is_read_on_the_gpus_mps_limits():
+def test_a_seats_gpu_memory_is_read_on_the_gpus_mps_limits(monkeypatch):
+    monkeypatch.setattr(rehearse.mps, "index_of_uuid", {"GPU-2a": 2}.get)
+
     class FakeNvml:  # pid 11 holds 1 GiB on NVML's GPU 0 and 4 GiB on its GPU 2
         def nvmlDeviceGetHandleByIndex(self, index):
             return index
@@ -134,6 +139,7 @@ def test_a_seats_gpu_memory_is_read_on_the_gpus_mps_limits():
     assert rehearse.limited_indexes({variable: "1"}) == [1]
     assert rehearse.limited_indexes({variable: "0", "CUDA_VISIBLE_DEVICES": "2,0"}) == [2]
     assert rehearse.limited_indexes({variable: "0,1", "CUDA_VISIBLE_DEVICES": "GPU-8f1c,0"}) == [0]
+    assert rehearse.limited_indexes({variable: "0,1", "CUDA_VISIBLE_DEVICES": "GPU-2a,0"}) == [2, 0]
     assert rehearse.seat_gpu_bytes(FakeNvml(), descendants={11}, indexes=[2]) == 4 * GIB
     assert rehearse.seat_gpu_bytes(FakeNvml(), descendants={11}, indexes=[0, 2]) == 5 * GIB
     assert rehearse.seat_gpu_bytes(FakeNvml(), descendants={11}, indexes=[]) is None

@@ -522,10 +522,13 @@ def test_the_fit_is_checked_on_the_gpus_mps_limits_not_on_gpu_0(monkeypatch):
         room.check_fit(2, "16G", environ=visible, log=said.append)
     room.check_fit(2, "16G", environ={**visible, mps.DEVICES_VARIABLE: "1"}, log=said.append)  # GPU 1 is NVML's 0
     assert nvml.asked[-1] == 0 and said == []
-    # a GPU named by UUID, or one NVML does not know: said, and not checked (nothing refused)
+    # a GPU named by UUID: NVML finds it; a UUID or a GPU NVML does not know: said, and not checked (nothing refused)
+    monkeypatch.setattr(mps, "index_of_uuid", {"GPU-2a": 2}.get)
+    with pytest.raises(room.RoomError, match=r"24.0 GiB.*\(on GPU 0 \(NVML's GPU 2\)\)$"):
+        room.check_fit(2, "16G", environ={mps.DEVICES_VARIABLE: "0", "CUDA_VISIBLE_DEVICES": "GPU-2a"})
     room.check_fit(9, "16G", environ={"CUDA_VISIBLE_DEVICES": "GPU-8f1c"}, log=said.append)
     room.check_fit(9, "16G", environ={mps.DEVICES_VARIABLE: "5"}, log=said.append)
-    assert said[0].startswith("room: GPU 0's memory cannot be read (CUDA_VISIBLE_DEVICES=GPU-8f1c does not name")
+    assert said[0].startswith("room: GPU 0's memory cannot be read (CUDA_VISIBLE_DEVICES=GPU-8f1c names it by no")
     assert said[1] == "room: GPU 5's memory cannot be read (NVML cannot say): the seats' shares are not checked on it"
     with pytest.raises(room.RoomError, match="does not name GPUs as booktools.mps does"):
         room.check_fit(1, "16G", environ={mps.DEVICES_VARIABLE: "all"})

@@ -400,7 +400,11 @@ def test_a_participant_reads_no_installer_notes_and_learns_what_to_do_without_a_
     monkeypatch.setattr(doctor, "probe_machine", lambda: type("Machine", (), {})())
     monkeypatch.setattr(doctor, "diagnose", lambda machine: [no_gpu])
     assert workshop.check_seat([], tmp_path) == 1
-    assert capsys.readouterr().out.rstrip().endswith(workshop.WITHOUT_A_GPU)
+    last_two = capsys.readouterr().out.rstrip().splitlines()[-2:]
+    assert last_two[0] == workshop.WITHOUT_A_GPU
+    assert last_two[1].endswith("blocker(s): tell your teacher"), "the last line says whether the seat is ready"
+    kept = workshop.for_participant(doctor.Finding("FAIL", "cuda error (make sure the driver is loaded)", "x"))
+    assert kept.what == "cuda error (make sure the driver is loaded)", "a library's own words in brackets are kept"
 
 
 def test_the_teachers_sheet_never_lands_inside_the_edition(tmp_path, capsys):
@@ -413,3 +417,16 @@ def test_chapter_6s_records_are_said_to_be_in_the_participants_folder():
     said = "Two runs made that way on the GPU host are\ncommitted next to it. `ecg_cli_metrics.json` is the first"
     assert "are in this folder, next to it." in workshop.fit_for_edition(said)
     assert "committed" not in workshop.fit_for_edition(said)
+
+
+def test_an_edition_written_again_keeps_only_the_diagrams_its_chapters_show(tmp_path):
+    source, out = tmp_path / "chapters", tmp_path / "edition"
+    (source / "diagrams").mkdir(parents=True)
+    for name in ("shown.png", "unused.png"):
+        (source / "diagrams" / name).write_bytes(b"png")
+    (out / "diagrams").mkdir(parents=True)
+    (out / "diagrams" / "from_an_earlier_agenda.png").write_bytes(b"png")
+    workshop.copy_assets(source, out, {"diagrams/shown.png"})
+    assert sorted(p.name for p in (out / "diagrams").iterdir()) == ["shown.png"]
+    workshop.copy_assets(source, out, set())
+    assert (out / "diagrams").is_dir() and not any((out / "diagrams").iterdir()), "the folder stays, empty"
