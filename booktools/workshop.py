@@ -108,6 +108,9 @@ EDITION_SENTENCES = {
     # chapter 6's command-line records are in the edition's folder, not "committed"
     re.compile(r"\bare\s+committed\s+next\s+to\s+it\."): "are in this folder, next to it.",
     re.compile(r"\bthe\s+two\s+committed\s+records\b"): "the two records in this folder",
+    re.compile(r"\bIn\s+the\s+committed\s+run\b"): "In the book's run (in the published book)",
+    re.compile(r"\bjust\s+before\s+this\s+notebook\s+was\s+executed\b"): "just before the book's run of this chapter",
+    re.compile(r",\s+which\s+runs\s+only\s+at\s+the\s+commit\s+its\s+docstring\s+names,"): ",",
 }
 
 #: The participant's set-up check every edition holds, and the line by which it is the book's
@@ -292,9 +295,9 @@ def participant_setup(url: str | None) -> str:
 
 Your teacher has installed the book's libraries on the workshop's GPU server and given you this folder and a
 Jupyter server (or a kernel) to run it in. Before the day, as soon as your seat's address works, run the set-up
-check in this folder: from a terminal where your server has one (`python check_setup.py`), or from a cell of
-this notebook, as a process of its own, so that this notebook's kernel stays clear of the GPU for the cells below
-(a workshop's servers often have no terminal):
+check in this folder: from a terminal where your server has one (`python check_setup.py`), or from a new cell
+of this notebook (insert a cell, paste these two lines, run it), as a process of its own, so that this notebook's
+kernel stays clear of the GPU for the cells below (a workshop's servers often have no terminal):
 
 ```python
 import sys
@@ -312,8 +315,9 @@ Without a GPU you can still follow: {where} shows every chapter executed on the 
 and the solutions, and chapter 6's pipeline runs on the CPU wherever the book's libraries are installed, from a
 terminal or from a notebook cell (`!{{sys.executable}} -m support.ecg --device cpu --hours 0.2 --out ecg-run`
 after `import sys`: the kernel's own Python, as for the set-up check; a workshop server may have its terminals
-turned off). On a machine of your own, install the book from its source repository with its `cpu` extra (its
-README says how) for that route; the other chapters need the GPU.
+turned off); it writes its figures (`stream.png`, `lengths.png`) and its scores (`metrics.json`) into `ecg-run`.
+For that route on a computer of your own, ask your teacher where the book's source is and how to install it
+without a GPU; the other chapters need the GPU.
 
 Every chapter starts by printing its environment:"""
 
@@ -639,14 +643,15 @@ def check_seat(chapters: list[str], folder: Path | None = None) -> int:
     blockers = sum(finding.level == "FAIL" for finding in findings)
     if any(f.level == "FAIL" and "no usable GPU" in f.what for f in findings):
         print(WITHOUT_A_GPU)  # before the last line, which says whether the seat is ready
-    print(f"{blockers} blocker(s): tell your teacher" if blockers else "this seat is ready for the workshop")
+    print(f"{blockers} problem(s): this seat is not ready" if blockers else "this seat is ready for the workshop")
     return 1 if blockers else 0
 
 
 #: The set-up check's last line on a machine without a usable GPU: what a participant can still do.
 WITHOUT_A_GPU = (
-    "without a GPU you can still follow: chapter 0's 'Before the workshop, and without a GPU' says where the "
-    "book's executed chapters are, and which chapter runs on the CPU"
+    "no GPU here: on the workshop's GPU server, tell your teacher; on a computer of your own, you can still follow "
+    "(chapter 0's 'Before the workshop, and without a GPU' says where the book's executed chapters are, and which "
+    "chapter runs on the CPU)"
 )
 
 

@@ -402,7 +402,7 @@ def test_a_participant_reads_no_installer_notes_and_learns_what_to_do_without_a_
     assert workshop.check_seat([], tmp_path) == 1
     last_two = capsys.readouterr().out.rstrip().splitlines()[-2:]
     assert last_two[0] == workshop.WITHOUT_A_GPU
-    assert last_two[1].endswith("blocker(s): tell your teacher"), "the last line says whether the seat is ready"
+    assert last_two[1].endswith("problem(s): this seat is not ready"), "the last line says whether the seat is ready"
     kept = workshop.for_participant(doctor.Finding("FAIL", "cuda error (make sure the driver is loaded)", "x"))
     assert kept.what == "cuda error (make sure the driver is loaded)", "a library's own words in brackets are kept"
 
@@ -430,3 +430,14 @@ def test_an_edition_written_again_keeps_only_the_diagrams_its_chapters_show(tmp_
     assert sorted(p.name for p in (out / "diagrams").iterdir()) == ["shown.png"]
     workshop.copy_assets(source, out, set())
     assert (out / "diagrams").is_dir() and not any((out / "diagrams").iterdir()), "the folder stays, empty"
+
+
+def test_chapter_6s_words_about_the_books_own_run_are_said_for_a_participant():
+    said = (
+        "In the committed run each change shortened it. Two runs, just before this notebook was executed, are\n"
+        "kept (`runs/probes/probe_import_ahead.py`, which runs only at the commit its docstring names, and its log)."
+    )
+    fitted = workshop.fit_for_edition(said)
+    assert "committed" not in fitted and "was executed" not in fitted and "docstring" not in fitted
+    assert fitted.startswith("In the book's run (in the published book) each change")
+    assert workshop.fit_for_edition(fitted) == fitted, "a second pass changes nothing"
