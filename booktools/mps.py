@@ -99,7 +99,7 @@ def nvml_index(device: int, environ: Mapping[str, str] | None = None) -> int | N
 
 def index_of_uuid(prefix: str) -> int | None:
     """NVML's index of the one GPU whose UUID starts with ``prefix`` (``GPU-8f1c...``), or None where none does, more
-    than one does, or NVML cannot say (no driver, no ``nvidia-ml-py``)."""
+    than one does, or NVML cannot say (no driver, no ``nvidia-ml-py``, an NVML error on the way)."""
     try:
         import pynvml  # noqa: PLC0415 - nvidia-ml-py, only when a GPU is named by UUID
 
@@ -114,10 +114,11 @@ def index_of_uuid(prefix: str) -> int | None:
             if uuid.startswith(prefix):
                 found.append(index)
         return found[0] if len(found) == 1 else None
-    except pynvml.NVMLError:
+    except Exception:  # noqa: BLE001 - whatever NVML raised, the card is not named
         return None
     finally:
-        pynvml.nvmlShutdown()
+        with contextlib.suppress(Exception):  # a failed shutdown must not replace the answer
+            pynvml.nvmlShutdown()
 
 
 def limited_devices(environ: Mapping[str, str]) -> tuple[int, ...]:
@@ -185,8 +186,8 @@ def limited_cards(devices: Sequence[int], environ: Mapping[str, str] | None = No
         unread = None
         if total is None:
             unread = (
-                f"CUDA_VISIBLE_DEVICES={environ.get('CUDA_VISIBLE_DEVICES')} names it by no index or GPU UUID NVML "
-                "knows"
+                f"CUDA_VISIBLE_DEVICES={environ.get('CUDA_VISIBLE_DEVICES')} names it by no index, nor by a UUID "
+                "NVML finds on one GPU"
                 if index is None
                 else "NVML cannot say"
             )

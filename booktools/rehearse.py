@@ -572,8 +572,8 @@ def this_gpu(device: int = 0, environ: Mapping[str, str] | None = None) -> tuple
     (card,) = mps.limited_cards((device,), environ)
     if card.total is None:
         remedy = (
-            "name the GPUs by their UUIDs in CUDA_VISIBLE_DEVICES (nvidia-smi -L lists them), as NVIDIA's MPS "
-            "documentation recommends"
+            "name each GPU in CUDA_VISIBLE_DEVICES by index or by its full UUID (nvidia-smi -L lists them; NVIDIA's "
+            "MPS documentation recommends UUIDs), with nvidia-ml-py installed"
             if card.index is None
             else "check that nvidia-ml-py is installed and nvidia-smi lists it"
         )

@@ -340,8 +340,9 @@ def fit_chapter_0(cells: list, url: str | None) -> list:
 
 
 def fit_for_edition(text: str) -> str:
-    """A chapter's markdown with :data:`EDITION_SENTENCES` replaced: no promise of solutions the edition lacks, and
-    the book's source repository, not the participant's folder, named for the files and tests it points at."""
+    """A chapter's markdown with :data:`EDITION_SENTENCES` replaced: no promise of solutions the edition lacks, the
+    book's source repository, not the participant's folder, named for the files and tests it points at, and the
+    book's own run, not the participant's copy, named where the text speaks of it."""
     for pattern, instead in EDITION_SENTENCES.items():
         text = pattern.sub(instead, text)
     return text
@@ -436,6 +437,8 @@ def copy_assets(source: Path, out: Path, named: set[str]) -> None:
     even when empty, as the set-up check looks for it."""
     for asset in ASSETS:
         if (source / asset).is_dir():
+            if (out / asset).exists() and (out / asset).resolve() == (source / asset).resolve():
+                raise WorkshopError(f"{out / asset} is the book's own {asset}: write the edition into its own folder")
             (out / asset).mkdir(parents=True, exist_ok=True)
             for old in sorted((out / asset).rglob("*")):
                 if old.is_file() and old.relative_to(out).as_posix() not in named:
@@ -459,10 +462,12 @@ def write_edition(
     """Write the participant edition of ``chapters`` (the teachers' page left out) into ``out``, with the files they
     open, a README and ``check_setup.py``; return the notebooks written. With ``teacher_out``, the teacher's
     expected-output sheet goes there. Raises :class:`WorkshopError` if a named file is missing."""
-    out.mkdir(parents=True, exist_ok=True)
-    written = []
     chapters = participant_chapters(list(chapters))
     source = chapters[0].parent if chapters else out
+    if chapters and (source.resolve() == out.resolve() or source.resolve().is_relative_to(out.resolve())):
+        raise WorkshopError(f"{out} holds the book's chapters: write the edition into a folder of its own")
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
     numbers = exercise_numbers(participant_chapters(notebooks.chapters_in(source)))
     pages = {path.stem for path in chapters}
     for path in chapters:
@@ -739,7 +744,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"the teacher's sheet holds the solutions: put it outside the edition, not in {teacher_out}"
             )
         written = write_edition(chapters, args.out, url=url, teacher_out=teacher_out)
-    except (WorkshopError, ValueError) as error:
+    except (WorkshopError, ValueError, OSError) as error:
         print(f"workshop: {error}", file=sys.stderr)
         return 2
     for path in written:

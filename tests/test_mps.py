@@ -229,3 +229,43 @@ def test_a_sigterm_is_told_from_ctrl_c_by_its_class_not_its_message(control, mon
     monkeypatch.setattr(mps.subprocess, "Popen", Terminated)
     assert mps.main(["--limit", "16G", "--", sys.executable, "-c", "pass"]) == mps.TERMINATED == 143
     assert calls(control)[-1] == "quit" and isinstance(processes.Terminated(), KeyboardInterrupt)
+
+
+class FakePynvml(types.ModuleType):
+    """nvidia-ml-py with two GPUs (one UUID as bytes, as older releases return it), and a shutdown that may fail."""
+
+    class NVMLError(Exception):
+        pass
+
+    def __init__(self, *, shutdown_fails: bool = False):
+        super().__init__("pynvml")
+        self.uuids = [b"GPU-aaaa-1111", "GPU-aaab-2222"]
+        self.shutdown_fails, self.open = shutdown_fails, 0
+
+    def nvmlInit(self):  # noqa: N802 - NVML's own names
+        self.open += 1
+
+    def nvmlShutdown(self):  # noqa: N802
+        self.open -= 1
+        if self.shutdown_fails:
+            raise self.NVMLError("shutdown failed")
+
+    def nvmlDeviceGetCount(self):  # noqa: N802
+        return len(self.uuids)
+
+    def nvmlDeviceGetHandleByIndex(self, index):  # noqa: N802
+        return index
+
+    def nvmlDeviceGetUUID(self, handle):  # noqa: N802
+        return self.uuids[handle]
+
+
+def test_a_gpu_named_by_uuid_is_found_through_nvml_or_not_at_all(monkeypatch):
+    fake = FakePynvml()
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    assert mps.index_of_uuid("GPU-aaaa") == 0 and mps.index_of_uuid("GPU-aaab-2222") == 1  # bytes and str
+    assert mps.index_of_uuid("GPU-aaa") is None, "a prefix two GPUs share names neither"
+    assert mps.index_of_uuid("GPU-ffff") is None and fake.open == 0, "NVML is shut down on every path"
+    assert mps.nvml_index(1, {"CUDA_VISIBLE_DEVICES": "0,GPU-aaab"}) == 1
+    monkeypatch.setitem(sys.modules, "pynvml", FakePynvml(shutdown_fails=True))
+    assert mps.index_of_uuid("GPU-aaaa") == 0, "a failed shutdown neither raises nor replaces the answer"

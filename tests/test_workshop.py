@@ -441,3 +441,21 @@ def test_chapter_6s_words_about_the_books_own_run_are_said_for_a_participant():
     assert "committed" not in fitted and "was executed" not in fitted and "docstring" not in fitted
     assert fitted.startswith("In the book's run (in the published book) each change")
     assert workshop.fit_for_edition(fitted) == fitted, "a second pass changes nothing"
+
+
+def test_an_edition_is_never_written_over_the_books_own_chapters(tmp_path, capsys):
+    source, out = tmp_path / "book" / "chapters", tmp_path / "edition"  # a copy: a regression must not cost a file
+    source.mkdir(parents=True)
+    chapter = source / "03_ch.ipynb"
+    nbformat.write(chapter_with_an_exercise(), chapter)
+    for into in (source, tmp_path / "book"):
+        with pytest.raises(WorkshopError, match="holds the book's chapters"):
+            workshop.write_edition([chapter], into)
+    assert nbformat.read(chapter, as_version=4).cells[6].outputs, "the chapter is left as it was"
+    (source / "diagrams").mkdir(parents=True)
+    (source / "diagrams" / "kept.png").write_bytes(b"png")
+    out.mkdir()
+    (out / "diagrams").symlink_to(source / "diagrams")
+    with pytest.raises(WorkshopError, match="the book's own diagrams"):
+        workshop.copy_assets(source, out, set())
+    assert (source / "diagrams" / "kept.png").exists(), "nothing of the book's is deleted"
