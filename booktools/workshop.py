@@ -111,6 +111,8 @@ EDITION_SENTENCES = {
     re.compile(r"\bIn\s+the\s+committed\s+run\b"): "In the book's run (in the published book)",
     re.compile(r"\bjust\s+before\s+this\s+notebook\s+was\s+executed\b"): "just before the book's run of this chapter",
     re.compile(r",\s+which\s+runs\s+only\s+at\s+the\s+commit\s+its\s+docstring\s+names,"): ",",
+    re.compile(r"\bThis\s+notebook,\s+as\s+committed,\s+never\s+does\b"): "This notebook never does",
+    re.compile(r",\s+to\s+be\s+committed\s+with\s+it;"): ";",
 }
 
 #: The participant's set-up check every edition holds, and the line by which it is the book's

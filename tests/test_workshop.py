@@ -441,6 +441,11 @@ def test_chapter_6s_words_about_the_books_own_run_are_said_for_a_participant():
     assert "committed" not in fitted and "was executed" not in fitted and "docstring" not in fitted
     assert fitted.startswith("In the book's run (in the published book) each change")
     assert workshop.fit_for_edition(fitted) == fitted, "a second pass changes nothing"
+    chapters_5_and_7 = (
+        "This notebook, as committed, never does (the section below). It is written beside this notebook, as\n"
+        "`07_many_gpus_performance.html`, to\nbe committed with it; open it in a browser beside this page."
+    )
+    assert "committed" not in workshop.fit_for_edition(chapters_5_and_7)
 
 
 def test_an_edition_is_never_written_over_the_books_own_chapters(tmp_path, capsys):
