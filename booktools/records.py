@@ -105,15 +105,23 @@ def upsert(items: Sequence[T], new: T, key: Callable[[T], Hashable], merge: Call
     return [*found, new]
 
 
-def write_atomic(path: Path, text: str) -> None:
+def write_atomic(path: Path, text: str, *, mode: int | None = None) -> None:
     """Write ``text`` to ``path`` (UTF-8) through a temporary file in the same folder and :func:`os.replace`, creating
     the folder: a reader, or a write cut short, sees the old file or the new one whole. The temporary file is made
-    like any other (the umask decides its mode) and is removed if the write fails."""
+    like any other (the umask decides its mode), or with ``mode`` from its creation (0o600: never readable by
+    others, not even for a moment), and is removed if the write fails. A symbolic link at ``path`` is replaced,
+    not followed."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     scratch = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        with scratch.open("w", encoding="utf-8") as out:
+        if mode is None:
+            out = scratch.open("w", encoding="utf-8")
+        else:
+            descriptor = os.open(scratch, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, mode)
+            os.fchmod(descriptor, mode)  # the umask narrows the mode os.open is given
+            out = open(descriptor, "w", encoding="utf-8")  # noqa: SIM115 - closed by the with below
+        with out:
             out.write(text)
             out.flush()
             os.fsync(out.fileno())

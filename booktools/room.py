@@ -49,7 +49,7 @@ from dataclasses import dataclass
 from importlib.util import find_spec
 from pathlib import Path
 
-from booktools import workshop
+from booktools import mps, processes, records, workshop
 from booktools.mps import LIMIT_VARIABLE, MpsError, limited_cards, limited_devices
 from booktools.processes import signals_ignored, sigterm_as_interrupt, stop_all
 
@@ -238,12 +238,10 @@ def read_tokens(into: Path) -> dict[str, str]:
 
 
 def write_private(path: Path, text: str) -> None:
-    """Write ``text`` to ``path``, readable and writable by this account only (0600), also where it was there; a
-    symbolic link there is refused (``OSError``), not followed."""
-    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-    with open(descriptor, "w") as file:
-        os.fchmod(descriptor, 0o600)  # a file that was there keeps its mode otherwise
-        file.write(text)
+    """Write ``text`` to ``path``, readable and writable by this account only (0600), whole or not at all
+    (:func:`booktools.records.write_atomic`): a Ctrl-C in the middle leaves the earlier file, so the tokens handed
+    out stay valid; a symbolic link there is replaced by the file, not followed."""
+    records.write_atomic(path, text, mode=0o600)
 
 
 #: The first line of ``room.md`` (:func:`room_sheet`): a ``room.md`` without it is someone else's file.
@@ -592,9 +590,9 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as error:  # a copy, a log or a server that could not be made: no traceback, a way out
         print(f"room: {error}: {_remedy(error)}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as interruption:  # Ctrl-C, or SIGTERM as processes.Terminated
         print("room: interrupted before the servers were running; those started are stopped", file=sys.stderr)
-        return 130
+        return mps.TERMINATED if isinstance(interruption, processes.Terminated) else mps.INTERRUPTED
 
 
 def _remedy(error: OSError) -> str:

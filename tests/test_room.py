@@ -563,3 +563,40 @@ def test_a_room_md_the_room_did_not_write_is_never_overwritten(edition, tmp_path
 
 def test_the_room_knows_an_edition_by_what_the_workshop_writes_into_it():
     assert room.EDITION_MARK == workshop.SETUP_FILE and room.EDITION_SIGNATURE in workshop.SETUP_SCRIPT
+
+
+def test_a_private_file_is_written_whole_for_this_account_only_and_never_through_a_link(tmp_path, monkeypatch):
+    tokens = tmp_path / "tokens.json"
+    old_umask = os.umask(0o022)  # a umask that would leave a plain file readable by others
+    try:
+        room.write_private(tokens, '{"seat-1": "a"}')
+    finally:
+        os.umask(old_umask)
+    assert (tokens.stat().st_mode & 0o777) == 0o600 and json.loads(tokens.read_text()) == {"seat-1": "a"}
+
+    def cut_short(descriptor):
+        raise KeyboardInterrupt  # Ctrl-C after the new text is written, before it is swapped in
+
+    with monkeypatch.context() as patched:
+        patched.setattr(os, "fsync", cut_short)
+        with pytest.raises(KeyboardInterrupt):
+            room.write_private(tokens, '{"seat-1": "b"}')
+    assert json.loads(tokens.read_text()) == {"seat-1": "a"}, "the tokens handed out stay valid"
+    assert [p.name for p in tmp_path.iterdir()] == ["tokens.json"], "no scratch file is left"
+    elsewhere = tmp_path / "elsewhere.txt"
+    elsewhere.write_text("someone's file")
+    link = tmp_path / "room.md"
+    link.symlink_to(elsewhere)
+    room.write_private(link, "the sheet")
+    assert elsewhere.read_text() == "someone's file" and not link.is_symlink() and link.read_text() == "the sheet"
+
+
+@pytest.mark.parametrize(
+    ("signalled", "status"), [(KeyboardInterrupt, mps.INTERRUPTED), (processes.Terminated, mps.TERMINATED)]
+)
+def test_a_room_stopped_while_it_starts_exits_as_the_signal_says(signalled, status, edition, tmp_path, monkeypatch):
+    def stopped(*args, **kwargs):
+        raise signalled
+
+    monkeypatch.setattr(room, "open_room", stopped)
+    assert room.main(["--edition", str(edition), "--seats", "1", "--into", str(tmp_path / "room")]) == status

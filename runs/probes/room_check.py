@@ -37,6 +37,8 @@ import urllib.request
 import uuid
 from pathlib import Path
 
+from booktools.runs import limit_bytes  # run from the repository root, as the room is
+
 SHARE = "import cupy\nfree, total = cupy.cuda.runtime.memGetInfo()\nprint(f'{free / 2**30:.2f} {total / 2**30:.2f}')"
 OVER_ASK = (
     "import cupy\ntry:\n    block = cupy.empty(int({gib} * 2**30), dtype='u1')\n    print('allocated')\n"
@@ -261,7 +263,7 @@ def main(argv: list[str] | None = None) -> int:
             for port, token in ports.items():
                 seen = run_code(port, token, kernels[port], SHARE)
                 free = float(seen["printed"].split()[0]) if seen["error"] is None and seen["printed"] else None
-                share = float(args.limit[:-1]) / (1024 if args.limit.endswith("M") else 1)  # GiB, as mps reads it
+                share = limit_bytes(args.limit) / 2**30  # GiB, as booktools.mps reads the limit
                 step(f"GPU memory seen (free, total GiB), port {port}", free is not None and free <= share, **seen)
             over = run_code(port1, token1, kernels[port1], OVER_ASK.format(gib=args.over_ask))
             step(f"seat 1 asks for {args.over_ask:g} GiB", over["printed"].startswith("refused"), **over)
