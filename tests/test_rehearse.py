@@ -178,6 +178,22 @@ def test_every_seat_runs_the_agenda_at_once_as_a_participant_and_mps_stops(contr
 
 
 @pytest.mark.slow
+def test_a_rehearsal_records_each_chapters_code_as_the_seats_got_it_not_as_it_is_after(control, monkeypatch):  # noqa: F811
+    started = []
+
+    def seat(folder, chapters, out):
+        started.append(folder)
+        return fake_seat(folder, chapters, out)
+
+    # the code a chapter has changes while the seats run (a teacher edits it): the record keeps what the seats got
+    monkeypatch.setattr(rehearse, "code_of", lambda chapter, folder=None: "edited" if started else "as given")
+    done = rehearse.rehearse(
+        "two-hours", 2, "16G", machine=lambda: MACHINE, command=seat, read_gpu=lambda: 30 * GIB, log=lambda s: None
+    )
+    assert started and set(done.cells.values()) == {"as given"}
+
+
+@pytest.mark.slow
 def test_a_seat_sees_a_participants_environment(control, monkeypatch, tmp_path):  # noqa: F811
     """No PYTHONPATH into the repository, JAX without preallocation, the limit named, the check as asked."""
     monkeypatch.setenv("PYTHONPATH", "/the/repository")

@@ -561,8 +561,14 @@ def test_a_room_md_the_room_did_not_write_is_never_overwritten(edition, tmp_path
         room.open_room(edition, into, 1, first_port=free_port(), launch=sleeper([]), stop_after=0.1)
 
 
-def test_the_room_knows_an_edition_by_what_the_workshop_writes_into_it():
+def test_the_room_knows_an_edition_by_what_the_workshop_writes_into_it(tmp_path):
     assert room.EDITION_MARK == workshop.SETUP_FILE and room.EDITION_SIGNATURE in workshop.SETUP_SCRIPT
+    written = tmp_path / "edition"
+    workshop.write_edition([workshop.ROOT / "chapters" / "00_getting_started.ipynb"], written)
+    room.check_edition(written)  # what the workshop wrote is an edition to the room
+    (written / workshop.SETUP_FILE).write_text("print('a script of the same name')\n")
+    with pytest.raises(room.RoomError, match="not a participant edition"):
+        room.check_edition(written)
 
 
 def test_a_private_file_is_written_whole_for_this_account_only_and_never_through_a_link(tmp_path, monkeypatch):

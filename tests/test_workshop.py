@@ -365,6 +365,8 @@ def test_each_agenda_says_what_it_reaches_and_what_to_cut_for_every_chapter():
             reach = next(line for line in lines if line.startswith(f"  {chapter}: discussed "))
             done, of = map(int, reach.split("discussed ")[1].split(" objectives")[0].split(" of "))
             assert 0 <= done <= of and (("left to the book" in reach) == (done < of))
+            left = reach.split("left to the book: ", 1)[1].split("; ") if done < of else []
+            assert len(left) == of - done, "the objectives named as left are the ones the count leaves"
             assert any(line.startswith(f"    if late, cut {chapter}: ") for line in lines)
 
 
