@@ -385,13 +385,30 @@ def chapter_plan(chapter: str, minutes: float, run_seconds: float, folder: Path 
     }
 
 
+def counted(rehearsals: Sequence) -> list:
+    """The rehearsals that count as having rehearsed a room: those that kept the memory check (a share chosen too
+    small on purpose, ``--skip-memory-check``, shows a failure, not a room that works) and ran to the end."""
+    return [r for r in rehearsals if r.memory_check and not r.interrupted]
+
+
+def unrehearsed(agenda: str, rehearsals: Sequence) -> list[str]:
+    """The chapters of ``agenda`` that no counted rehearsal of it (:func:`counted`) ran."""
+    ran = {chapter for r in counted(rehearsals) if r.agenda == agenda for chapter in r.chapters}
+    return [chapter for chapter in AGENDAS[agenda] if chapter not in ran]
+
+
+def rehearsed_at(agenda: str, share: str, rehearsals: Sequence) -> bool:
+    """Whether a counted rehearsal of ``agenda`` (:func:`counted`) gave each seat the share ``share`` (``"11G"``)."""
+    return any(r.agenda == agenda and r.limit == share for r in counted(rehearsals))
+
+
 def seconds_at_the_seats(chapters: Sequence[str], rehearsals: Sequence) -> dict[str, tuple[float, str]]:
     """For each of ``chapters``, how long its slowest passing seat took in the most crowded rehearsal that ran it
     (most seats, then the latest; any agenda), with that rehearsal's :func:`rehearsal_label`: the run time a room of
     that size waits for. Rehearsals that skipped the memory check or were interrupted are left out, and so is one
     where no seat passed the chapter."""
     found: dict[str, tuple[float, str]] = {}
-    kept = [r for r in rehearsals if r.memory_check and not r.interrupted]
+    kept = counted(rehearsals)
     for chapter in chapters:
         ran = []
         for place, rehearsal in enumerate(kept):

@@ -321,3 +321,35 @@ def test_an_exercise_s_tool_met_in_a_section_run_through_is_named_for_the_teache
     chapter.cells[2].source = "meter = traffic.TrafficMeter()"  # met in "First" too, which the tight plan discusses
     nbformat.write(chapter, tmp_path / "01_a.ipynb")
     assert teaching.chapter_plan("01_a", 12, 11.0, tmp_path)["exercise needs"] == {}
+
+
+def test_a_rehearsal_that_skipped_the_memory_check_or_was_cut_short_rehearsed_nothing_for_the_plan():
+    def rehearsal(limit, chapters, check=True, interrupted=False):
+        return rehearse.Rehearsal(
+            "two-hours",
+            limit,
+            "H100",
+            "580",
+            80 * GIB,
+            "2026-11-26",
+            9.0,
+            None,
+            [],
+            chapters,
+            memory_check=check,
+            interrupted=interrupted,
+        )
+
+    everything = list(teaching.AGENDAS["two-hours"])
+    assert teaching.unrehearsed("two-hours", []) == everything
+    small = rehearsal("4G", everything, check=False)  # a share below the chapters' peaks, on purpose
+    cut = rehearsal("11G", everything, interrupted=True)
+    assert teaching.unrehearsed("two-hours", [small, cut]) == everything
+    assert not teaching.rehearsed_at("two-hours", "4G", [small]) and not teaching.rehearsed_at(
+        "two-hours", "11G", [cut]
+    )
+    first_two = rehearsal("14G", everything[:2])
+    assert teaching.unrehearsed("two-hours", [small, first_two]) == everything[2:]
+    assert teaching.rehearsed_at("two-hours", "14G", [first_two]) and not teaching.rehearsed_at(
+        "half-day", "14G", [first_two]
+    )
