@@ -105,14 +105,6 @@ EDITION_SENTENCES = {
     re.compile(
         r"(?<!book's )the CPU tests\b"
     ): "the book's CPU tests, in its source repository rather than this folder",
-    # chapter 6's command-line records are in the edition's folder, not "committed"
-    re.compile(r"\bare\s+committed\s+next\s+to\s+it\."): "are in this folder, next to it.",
-    re.compile(r"\bthe\s+two\s+committed\s+records\b"): "the two records in this folder",
-    re.compile(r"\bIn\s+the\s+committed\s+run\b"): "In the book's run (in the published book)",
-    re.compile(r"\bjust\s+before\s+this\s+notebook\s+was\s+executed\b"): "just before the book's run of this chapter",
-    re.compile(r",\s+which\s+runs\s+only\s+at\s+the\s+commit\s+its\s+docstring\s+names,"): ",",
-    re.compile(r"\bThis\s+notebook,\s+as\s+committed,\s+never\s+does\b"): "This notebook never does",
-    re.compile(r",\s+to\s+be\s+committed\s+with\s+it;"): ";",
 }
 
 #: The participant's set-up check every edition holds, and the line by which it is the book's

@@ -415,12 +415,6 @@ def test_the_teachers_sheet_never_lands_inside_the_edition(tmp_path, capsys):
     assert not (tmp_path / "edition").exists()
 
 
-def test_chapter_6s_records_are_said_to_be_in_the_participants_folder():
-    said = "Two runs made that way on the GPU host are\ncommitted next to it. `ecg_cli_metrics.json` is the first"
-    assert "are in this folder, next to it." in workshop.fit_for_edition(said)
-    assert "committed" not in workshop.fit_for_edition(said)
-
-
 def test_an_edition_written_again_keeps_only_the_diagrams_its_chapters_show(tmp_path):
     source, out = tmp_path / "chapters", tmp_path / "edition"
     (source / "diagrams").mkdir(parents=True)
@@ -432,22 +426,6 @@ def test_an_edition_written_again_keeps_only_the_diagrams_its_chapters_show(tmp_
     assert sorted(p.name for p in (out / "diagrams").iterdir()) == ["shown.png"]
     workshop.copy_assets(source, out, set())
     assert (out / "diagrams").is_dir() and not any((out / "diagrams").iterdir()), "the folder stays, empty"
-
-
-def test_chapter_6s_words_about_the_books_own_run_are_said_for_a_participant():
-    said = (
-        "In the committed run each change shortened it. Two runs, just before this notebook was executed, are\n"
-        "kept (`runs/probes/probe_import_ahead.py`, which runs only at the commit its docstring names, and its log)."
-    )
-    fitted = workshop.fit_for_edition(said)
-    assert "committed" not in fitted and "was executed" not in fitted and "docstring" not in fitted
-    assert fitted.startswith("In the book's run (in the published book) each change")
-    assert workshop.fit_for_edition(fitted) == fitted, "a second pass changes nothing"
-    chapters_5_and_7 = (
-        "This notebook, as committed, never does (the section below). It is written beside this notebook, as\n"
-        "`07_many_gpus_performance.html`, to\nbe committed with it; open it in a browser beside this page."
-    )
-    assert "committed" not in workshop.fit_for_edition(chapters_5_and_7)
 
 
 def test_an_edition_is_never_written_over_the_books_own_chapters(tmp_path, capsys):
@@ -466,3 +444,18 @@ def test_an_edition_is_never_written_over_the_books_own_chapters(tmp_path, capsy
     with pytest.raises(WorkshopError, match="the book's own diagrams"):
         workshop.copy_assets(source, out, set())
     assert (source / "diagrams" / "kept.png").exists(), "nothing of the book's is deleted"
+
+
+@pytest.mark.slow
+def test_no_edition_speaks_of_commits_which_a_participant_has_none_of(tmp_path):
+    """Chapters word the book's own run so that it reads true in the edition too ("the book's own run", "kept next
+    to it"), rather than the edition rewriting each sentence: checked over every agenda's edition and the whole."""
+    chapters = workshop.participant_chapters(notebooks.chapter_notebooks())
+    for agenda in [None, *agendas.AGENDAS]:
+        chosen = chapters if agenda is None else [p for p in chapters if p.stem in agendas.agenda(agenda)]
+        out = tmp_path / (agenda or "whole")
+        workshop.write_edition(chosen, out)
+        for path in sorted(out.glob("*.ipynb")):
+            for index, cell in enumerate(nbformat.read(path, as_version=4).cells):
+                found = re.search(r"\bcommit\w*", cell.source, re.IGNORECASE)
+                assert found is None, f"{agenda or 'whole'} edition, {path.name}, cell {index}: {found.group(0)!r}"
