@@ -84,22 +84,14 @@ def reached(chapter: dict, paragraph: str) -> tuple[list[str], list[str]]:
     return discussed, left
 
 
-def section_saving(how: str) -> float:
-    """Minutes a section saves when the room runs it through instead of discussing it (``how`` as
-    :func:`booktools.teaching.chapter_plan` writes it: ``live L, talk T``): the run time stays, the talk goes.
+def section_saving(part: dict) -> float:
+    """Minutes a section of a slot's plan (a part of :func:`booktools.teaching.chapter_plan`) saves when the room
+    runs it through instead of discussing it: the plan's own figure (``saves``), from the costs it planned with.
 
-    >>> round(section_saving("live 1, talk 2"), 2), section_saving("run through")
+    >>> section_saving({"how": "live 1, talk 2", "saves": 3.8}), section_saving({"how": "run through", "saves": 0.0})
     (3.8, 0.0)
     """
-    match = re.fullmatch(r"live (\d+), talk (\d+)", how)
-    if match is None:
-        return 0.0
-    live, talk = int(match[1]), int(match[2])
-    through = teaching.TALK_SECONDS["room runs through"]
-    return (
-        live * (teaching.TALK_SECONDS["live-coded"] - through)
-        + talk * (teaching.TALK_SECONDS["room runs, discussed"] - through)
-    ) / 60
+    return part["saves"]
 
 
 #: How many discussed sections a chapter's cut list names, from its last; it says how many more there are.
@@ -112,14 +104,14 @@ def cut_list(chapter: dict) -> str:
     up (each run through instead, with the minutes it saves), then the exercise (left to after the workshop).
 
     >>> print(cut_list({"chapter": "ch", "exercise": "Exercise 1.2: Find the copy", "parts": [
-    ...     {"section": "A", "how": "live 1, talk 2"}, {"section": "B", "how": "run through"},
-    ...     {"section": "C", "how": "live 0, talk 1"}]}))
+    ...     {"section": "A", "how": "live 1, talk 2", "saves": 3.8}, {"section": "B", "how": "run through", "saves": 0},
+    ...     {"section": "C", "how": "live 0, talk 1", "saves": 0.68}]}))
     ch: "C" run through (0.7 min); then "A" run through (3.8 min); then Exercise 1.2 left to after the workshop (10 min)
     """
     discussed = [
-        f'"{part["section"]}" run through ({section_saving(part["how"]):.1f} min)'
+        f'"{part["section"]}" run through ({section_saving(part):.1f} min)'
         for part in reversed(chapter["parts"])
-        if section_saving(part["how"]) > 0
+        if section_saving(part) > 0
     ]
     cuts = discussed[:CUTS_SHOWN]
     if len(discussed) > CUTS_SHOWN:

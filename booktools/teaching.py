@@ -326,7 +326,8 @@ def chapter_plan(chapter: str, minutes: float, run_seconds: float, folder: Path 
     cell: :func:`sets_up`), while the slot holds them. Returns the parts (section, cells, how, minutes), the
     exercise (or None), the tools it names that the room meets only in sections run through, not discussed
     (``exercise needs``: tool → the first such section, :func:`where_met`: show its output before the exercise), the
-    planned minutes and the slot's."""
+    planned minutes and the slot's. Each part's ``saves`` is the minutes it gives back run through instead of as
+    planned (0 for a section run through), by the same costs the plan was made with."""
     parts = chapter_sections(chapter, folder)
     code_cells = sum(part["cells"] for part in parts if not part["exercise"])
     per_cell = run_seconds / max(code_cells, 1)
@@ -371,7 +372,16 @@ def chapter_plan(chapter: str, minutes: float, run_seconds: float, folder: Path 
             how = f"live {section['live']}, talk {section['cells'] - section['live']}"
         else:
             how = "run through" if section["cells"] else "read"
-        rows.append({"section": section["title"], "cells": section["cells"], "how": how, "min": cost(section) / 60})
+        through = section["cells"] * (per_cell + TALK_SECONDS["room runs through"])  # its cost if run through
+        rows.append(
+            {
+                "section": section["title"],
+                "cells": section["cells"],
+                "how": how,
+                "min": cost(section) / 60,
+                "saves": (cost(section) - through) / 60,  # minutes it gives back when run through instead
+            }
+        )
     return {
         "chapter": chapter,
         "parts": rows,

@@ -371,16 +371,20 @@ def test_each_agenda_says_what_it_reaches_and_what_to_cut_for_every_chapter():
 
 
 def test_a_cut_list_runs_the_last_discussed_sections_through_first_and_says_what_it_leaves_out():
-    parts = [{"section": f"S{k}", "how": f"live 1, talk {k}"} for k in range(1, 6)]
-    parts.insert(2, {"section": "T", "how": "run through"})
+    parts = [{"section": f"S{k}", "how": f"live 1, talk {k}", "saves": 1.0 + k} for k in range(1, 6)]
+    parts.insert(2, {"section": "T", "how": "run through", "saves": 0.0})
     said = plan.cut_list({"chapter": "ch", "exercise": None, "parts": parts})
     assert said.startswith('ch: "S5" run through (') and '"S4"' in said and '"S3"' in said and '"S2"' not in said
     assert said.index('"S5"') < said.index('"S4"') < said.index('"S3"') and "the 2 discussed sections above" in said
-    saving = plan.section_saving("live 1, talk 2")  # the talk the plan spent, less a run-through's 4 s a cell
-    through = teaching.TALK_SECONDS["room runs through"]
-    assert saving * 60 == (teaching.TALK_SECONDS["live-coded"] - through) + 2 * (
-        teaching.TALK_SECONDS["room runs, discussed"] - through
-    )
+    assert said.startswith('ch: "S5" run through (6.0 min)')
+    # what a section saves is what the plan itself spends on it less what it spends running it through: the same
+    # chapter planned in a slot that discusses every section and in one that runs every section through
+    roomy = teaching.chapter_plan("00_getting_started", 120, 60.0)["parts"]
+    tight = teaching.chapter_plan("00_getting_started", 0.01, 60.0)["parts"]
+    assert any(plan.section_saving(part) > 0 for part in roomy) and all(part["saves"] == 0 for part in tight)
+    for discussed, through in zip(roomy, tight, strict=True):
+        assert through["how"] in ("run through", "read")
+        assert discussed["min"] - plan.section_saving(discussed) == pytest.approx(through["min"])
     assert plan.cut_list({"chapter": "ch", "exercise": None, "parts": [parts[2]]}).endswith("run through already")
 
 
