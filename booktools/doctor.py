@@ -39,14 +39,27 @@ INSTALL_FIX = 'make gpu-env (pip install -e ".[gpu,test]" into .venv-gpu) or con
 
 @dataclass(frozen=True)
 class Finding:
-    """One line of the report: ``level`` is ``ok``, ``warn`` or ``FAIL``; ``fix`` says what to do."""
+    """One line of the report: ``level`` is ``ok``, ``warn`` or ``FAIL``; ``fix`` says what to do; ``note``, for
+    whoever installs the book, is printed after ``what`` in brackets (a participant's report leaves it out:
+    :func:`booktools.workshop.for_participant`); ``kind`` names a finding other code acts on (:data:`NO_GPU`).
+
+    >>> Finding("FAIL", "torch 2 is a CPU-only build", "reinstall", note="the cpu extra's").line()
+    "FAIL  torch 2 is a CPU-only build (the cpu extra's)  ->  reinstall"
+    """
 
     level: str
     what: str
     fix: str = ""
+    note: str = ""
+    kind: str = ""
 
     def line(self) -> str:
-        return f"{self.level:>4}  {self.what}" + (f"  ->  {self.fix}" if self.fix else "")
+        said = f"{self.what} ({self.note})" if self.note else self.what
+        return f"{self.level:>4}  {said}" + (f"  ->  {self.fix}" if self.fix else "")
+
+
+#: The :attr:`Finding.kind` of a machine without a usable GPU.
+NO_GPU = "no GPU"
 
 
 @dataclass(frozen=True)
@@ -82,7 +95,12 @@ def _release(text: str | None) -> tuple[int, ...]:
 def check_driver(gpus: env.GpuProbe) -> list[Finding]:
     if not gpus.available:
         return [
-            Finding("FAIL", f"no usable GPU: {gpus.problem}", "run on a machine with an NVIDIA GPU and driver 580+")
+            Finding(
+                "FAIL",
+                f"no usable GPU: {gpus.problem}",
+                "run on a machine with an NVIDIA GPU and driver 580+",
+                kind=NO_GPU,
+            )
         ]
     major = _release(gpus.cuda_version)[:1]
     found = [
@@ -121,9 +139,9 @@ def check_versions(versions: Mapping[str, str | None], torch_cuda: str | None = 
         found.append(
             Finding(
                 "FAIL",
-                f"torch {torch} is a CPU-only build (the cpu extra's, for make test without a GPU): "
-                "it cannot use the GPU",
+                f"torch {torch} is a CPU-only build: it cannot use the GPU",
                 "use an environment made with " + INSTALL_FIX,
+                note="the cpu extra's, for make test without a GPU",
             )
         )
     numpy, numba_cuda = _release(versions.get("numpy")), _release(versions.get("numba_cuda"))

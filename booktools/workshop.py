@@ -640,7 +640,7 @@ def check_seat(chapters: list[str], folder: Path | None = None) -> int:
     for finding in findings:
         print(for_participant(finding).line())
     blockers = sum(finding.level == "FAIL" for finding in findings)
-    if any(f.level == "FAIL" and "no usable GPU" in f.what for f in findings):
+    if any(f.level == "FAIL" and f.kind == doctor.NO_GPU for f in findings):
         print(WITHOUT_A_GPU)  # before the last line, which says whether the seat is ready
     print(f"{blockers} problem(s): this seat is not ready" if blockers else "this seat is ready for the workshop")
     return 1 if blockers else 0
@@ -664,9 +664,6 @@ PARTICIPANT_GPU_FIX = "run this on the workshop's GPU server, in the kernel your
 
 #: Words of the book's installation, which a participant does not run.
 INSTALLERS_WORDS = re.compile(r"\bmake\b|\bpip\b|\bconda\b|\bextras?\b")
-#: The doctor's bracketed note for whoever installs the book, inside a problem's description ("(the cpu extra's, for
-#: make test without a GPU)"); a library's own words in brackets ("(make sure ...)") are kept.
-INSTALLERS_NOTE = re.compile(r"\s*\(the \w+ extra's[^()]*\)")
 
 
 def for_participant(finding: doctor.Finding) -> doctor.Finding:
@@ -675,12 +672,12 @@ def for_participant(finding: doctor.Finding) -> doctor.Finding:
     not run; a participant uses the server and kernel the teacher set up, and passes any other fix on."""
     if finding.level == "ok" or not finding.fix:
         return finding
-    what = INSTALLERS_NOTE.sub("", finding.what)
-    if "no usable GPU" in what:
-        return doctor.Finding(finding.level, what, PARTICIPANT_GPU_FIX)
+    what = finding.what  # without the installer's note
+    if finding.kind == doctor.NO_GPU:
+        return doctor.Finding(finding.level, what, PARTICIPANT_GPU_FIX, kind=finding.kind)
     if INSTALLERS_WORDS.search(finding.fix):
-        return doctor.Finding(finding.level, what, PARTICIPANT_FIX)
-    return doctor.Finding(finding.level, what, f"tell your teacher, who can: {finding.fix}")
+        return doctor.Finding(finding.level, what, PARTICIPANT_FIX, kind=finding.kind)
+    return doctor.Finding(finding.level, what, f"tell your teacher, who can: {finding.fix}", kind=finding.kind)
 
 
 def read_through(folder: Path) -> list[str]:

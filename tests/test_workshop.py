@@ -215,7 +215,9 @@ def test_the_setup_check_tells_a_participant_what_a_participant_can_do():
         finding.what: workshop.for_participant(finding).fix
         for finding in (
             workshop.doctor.Finding("FAIL", "not installed: cudf", workshop.doctor.INSTALL_FIX),
-            workshop.doctor.Finding("FAIL", "no usable GPU: no driver", "run on a machine with an NVIDIA GPU"),
+            workshop.doctor.Finding(
+                "FAIL", "no usable GPU: no driver", "run on a machine with an NVIDIA GPU", kind=workshop.doctor.NO_GPU
+            ),
             workshop.doctor.Finding("warn", "the share is small", "ask for a larger share"),
             workshop.doctor.Finding("ok", "driver 580"),
         )
@@ -398,11 +400,14 @@ def test_only_an_exercise_that_asks_for_a_prediction_gets_a_text_cell_for_it():
 
 
 def test_a_participant_reads_no_installer_notes_and_learns_what_to_do_without_a_gpu(capsys, monkeypatch, tmp_path):
-    note = "torch 2.13.0+cpu is a CPU-only build (the cpu extra's, for make test without a GPU): it cannot use the GPU"
-    shown = workshop.for_participant(doctor.Finding("FAIL", note, "pip install the gpu extra"))
-    assert shown.what == "torch 2.13.0+cpu is a CPU-only build: it cannot use the GPU"
+    cpu_build = "torch 2.13.0+cpu is a CPU-only build: it cannot use the GPU"
+    note = "the cpu extra's, for make test without a GPU"
+    for_installer = doctor.Finding("FAIL", cpu_build, "pip install the gpu extra", note=note)
+    assert f"({note})" in for_installer.line()
+    shown = workshop.for_participant(for_installer)
+    assert shown.what == cpu_build and note not in shown.line()
     assert "pip" not in shown.fix
-    no_gpu = doctor.Finding("FAIL", "no usable GPU: no NVIDIA driver", "install the driver")
+    no_gpu = doctor.Finding("FAIL", "no usable GPU: no NVIDIA driver", "install the driver", kind=doctor.NO_GPU)
     monkeypatch.setattr(doctor, "probe_machine", lambda: type("Machine", (), {})())
     monkeypatch.setattr(doctor, "diagnose", lambda machine: [no_gpu])
     assert workshop.check_seat([], tmp_path) == 1
