@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import io
 import json
 import math
 import os
@@ -15,11 +16,12 @@ import tracemalloc
 
 import numpy as np
 import pytest
+from scipy.fft import next_fast_len as scipy_next_fast_len
 
 from booktools.paths import ROOT
 from support import env
 from support.ecg import __main__ as cli
-from support.ecg import cli_runs, output_folder, pipeline, reading, synthetic
+from support.ecg import cli_runs, detection, output_folder, pipeline, plots, reading, synthetic
 
 
 def refusal(capsys, argv) -> str:
@@ -509,3 +511,57 @@ def test_a_control_that_fails_is_named_without_its_launcher_s_code(tmp_path):
         cli_runs.run_command_line(["--no-such-option"], out=tmp_path / "x", launcher=cli_runs.WITH_OPTIMIZER_CLASS)
     with pytest.raises(cli_runs.CommandLineError, match=r"^-m support\.ecg --no-such-option"):
         cli_runs.run_command_line(["--no-such-option"], out=tmp_path / "y")
+
+
+#: What the command line's cold path must not import (issue 40, item 5: a fresh run's profile found them,
+#: runs/probes/probe_ecg_cold_start_h100_2026-11-26.log): the saved figures are drawn outside pyplot, the FFT
+#: length is computed here.
+LAZY_MODULES = ("matplotlib.pyplot", "scipy.fft", "scipy.signal")
+
+
+def _imported_after(code: str, *args: str) -> list[str]:
+    probe = code + f"print(sorted(m for m in {LAZY_MODULES!r} if m in sys.modules))\n"
+    done = subprocess.run(
+        [sys.executable, "-c", "import sys\n" + probe, *args], capture_output=True, text=True, cwd=ROOT, timeout=600
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1].replace("'", '"'))
+
+
+def test_importing_the_command_line_imports_neither_pyplot_nor_scipy_fft():
+    assert _imported_after("import support.ecg.__main__\n") == []
+
+
+@pytest.mark.slow
+def test_a_whole_cpu_run_imports_neither_pyplot_nor_scipy_fft(tmp_path):
+    code = (
+        "from support.ecg import __main__ as cli\n"
+        "argv = ['--device', 'cpu', '--hours', '0.05', '--seed', '1', '--no-progress', '--out', sys.argv[1]]\n"
+        "assert cli.main(argv) == 0\n"
+    )
+    assert _imported_after(code, str(tmp_path / "run")) == []
+    assert all((tmp_path / "run" / name).stat().st_size > 0 for name in ("stream.png", "lengths.png"))
+
+
+def test_the_fft_length_is_scipy_s_for_real_transforms():
+    ours = detection.next_fast_len
+    rng = np.random.default_rng(0)
+    sizes = [*range(1, 20_000), *rng.integers(1, 2**33, 2_000).tolist(), 18_000_081, 2**31 - 1]
+    assert [ours(n) for n in sizes] == [scipy_next_fast_len(n, real=True) for n in sizes]
+    with pytest.raises(ValueError, match="at least 1"):
+        ours(0)
+
+
+def test_the_saved_figures_drawn_outside_pyplot_are_the_notebook_s_pixels():
+    signal = np.random.default_rng(1).standard_normal(250 * 7200).astype(np.float32)
+    peaks = np.arange(100, len(signal), 200)
+
+    def png(figure) -> bytes:
+        buffer = io.BytesIO()
+        figure.savefig(buffer, format="png")
+        return buffer.getvalue()
+
+    alone = plots.stream_figure(signal, 250.0, peaks, pyplot=False)
+    assert png(alone) == png(plots.stream_figure(signal, 250.0, peaks))
+    lengths = np.random.default_rng(2).uniform(100, 300, 5000)
+    assert png(plots.lengths_figure(lengths, 250.0, pyplot=False)) == png(plots.lengths_figure(lengths, 250.0))

@@ -98,7 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def check_arguments(args: argparse.Namespace) -> None:
-    """Refuse what cannot work, with the reason; imports nothing heavier than NumPy and SciPy's FFT."""
+    """Refuse what cannot work, with the reason; imports nothing heavier than NumPy."""
     if not (math.isfinite(args.fs) and 0 < args.fs <= MAX_FS):
         raise UserError(f"--fs must be a sampling rate in Hz above 0 and at most {MAX_FS:g}, not {args.fs:g}")
     try:
@@ -349,9 +349,9 @@ def run(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     output_folder.make_folder(args.out)
     with output_folder.create(args.out / "stream.png", overwrite=args.overwrite) as figure:
-        plots.stream_figure(result.recording.signal, args.fs, result.beats.peaks).savefig(figure)
+        plots.stream_figure(result.recording.signal, args.fs, result.beats.peaks, pyplot=False).savefig(figure)
     with output_folder.create(args.out / "lengths.png", overwrite=args.overwrite) as figure:
-        plots.lengths_figure(result.lengths, args.fs).savefig(figure)
+        plots.lengths_figure(result.lengths, args.fs, pyplot=False).savefig(figure)
     report["figures_seconds"] = time.perf_counter() - started
     report["total_seconds"] = time.perf_counter() - STARTED
     # whether PyTorch's compiler stack was imported by then (torch.optim's Optimizer class imports it at its first
@@ -373,8 +373,6 @@ def run(args: argparse.Namespace) -> int:
 def warm_read_to_plot(path: Path, config, args: argparse.Namespace) -> dict:
     """Once more, in this warm process: read the CSV, run every stage, draw the stream plot (not saved). Returns
     the wall time of it all and each stage's time."""
-    import matplotlib.pyplot as plt
-
     from support.ecg import pipeline, plots, reading  # noqa: PLC0415 - PyTorch: after the arguments are checked
 
     log = pipeline.StageLog()
@@ -382,10 +380,9 @@ def warm_read_to_plot(path: Path, config, args: argparse.Namespace) -> dict:
     with log.stage("read"):
         recording = reading.read_signal(path, on=args.device, column=args.column)
     result = pipeline.run_from_signal(recording, config, log=log)
-    figure = plots.stream_figure(result.recording.signal, args.fs, result.beats.peaks)
+    figure = plots.stream_figure(result.recording.signal, args.fs, result.beats.peaks, pyplot=False)
     figure.canvas.draw()
     seconds = time.perf_counter() - started
-    plt.close(figure)
     return {"read_to_plot_seconds": seconds, "stages": {r.name: r.seconds for r in log.reports}}
 
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import scipy.fft
 
 from support.arrays import array_module
 
@@ -23,6 +22,28 @@ from support.arrays import array_module
 QRS_SIGMA_S = 0.016
 #: The wavelet needs this many samples per σ to have a shape at all.
 MIN_SAMPLES_PER_SIGMA = 1.5
+
+
+def next_fast_len(n: int) -> int:
+    """The smallest 5-smooth number (2**a * 3**b * 5**c) at least ``n``: ``scipy.fft.next_fast_len(n, real=True)``
+    without importing SciPy's FFT package, which was half a second of the command line's cold start on the H100
+    host (runs/probes/probe_ecg_cold_start_h100_2026-11-26.log). tests/test_ecg_cli.py checks it against SciPy.
+
+    >>> [next_fast_len(n) for n in (1, 7, 11, 17, 97, 18_000_081)]
+    [1, 8, 12, 18, 100, 18225000]
+    """
+    if n < 1:
+        raise ValueError(f"need a length of at least 1, not {n}")
+    best = 1 << (n - 1).bit_length()  # the next power of two
+    five = 1
+    while five < best:
+        odd = five
+        while odd < best:
+            candidate = odd << (-(-n // odd) - 1).bit_length()  # odd times the least power of two reaching n
+            best = min(best, candidate)
+            odd *= 3
+        five *= 5
+    return best
 
 
 def ricker(fs: float, sigma_s: float = QRS_SIGMA_S, xp=np):
@@ -50,7 +71,7 @@ def fft_convolve_same(x, kernel):
         raise ValueError(f"need 1-D signal and kernel, got shapes {x.shape} and {kernel.shape}")
     if len(kernel) > len(x):
         raise ValueError(f"the signal ({len(x)} samples) is shorter than the wavelet ({len(kernel)} samples)")
-    size = scipy.fft.next_fast_len(len(x) + len(kernel) - 1, real=True)
+    size = next_fast_len(len(x) + len(kernel) - 1)
     spectrum = xp.fft.rfft(x, size) * xp.fft.rfft(kernel, size)
     full = xp.fft.irfft(spectrum, size)
     start = (len(kernel) - 1) // 2
@@ -63,7 +84,7 @@ BASELINE_CUTOFF_HZ = 0.5  # the wander of breathing and movement lies below it; 
 def remove_baseline(x, fs: float, cutoff_hz: float = BASELINE_CUTOFF_HZ):
     """``x`` with the slow baseline wander (below ``cutoff_hz``) removed by a smooth high-pass in the FFT."""
     xp = array_module(x)
-    size = scipy.fft.next_fast_len(len(x), real=True)
+    size = next_fast_len(len(x))
     spectrum = xp.fft.rfft(x, size)
     freqs = xp.fft.rfftfreq(size, d=1.0 / fs)
     spectrum *= 1 - xp.exp(-((freqs / cutoff_hz) ** 2))

@@ -8,11 +8,24 @@ import numpy as np
 from support.arrays import array_module, to_host
 from support.ecg.evaluation import CONTEXTS
 from support.ecg.synthetic import KINDS
-from support.figures import new_figure
+from support.figures import DPI, new_figure
 
 
-def _figure(rows: int = 1, cols: int = 1, size=(9, 3), margins=None):
-    return new_figure(rows, cols, size, margins=margins)
+def _figure(rows: int = 1, cols: int = 1, size=(9, 3), margins=None, *, pyplot: bool = True):
+    """A figure in the book's style. ``pyplot=False`` draws it on a bare :class:`matplotlib.figure.Figure` with
+    the Agg canvas, outside pyplot: for a figure that is only saved (the command line's), which spares the import
+    of ``matplotlib.pyplot`` and its choice of backend; a notebook shows only pyplot's figures by itself."""
+    if pyplot:
+        return new_figure(rows, cols, size, margins=margins)
+    from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: PLC0415 - only for a figure to save
+    from matplotlib.figure import Figure  # noqa: PLC0415
+
+    fig = Figure(figsize=size, dpi=DPI, layout=None if margins else "constrained")
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(rows, cols)
+    if margins:
+        fig.subplots_adjust(**margins)
+    return fig, axes
 
 
 #: Fixed margins of the stream figure, which the pipeline draws on every run (no layout search).
@@ -28,10 +41,11 @@ def envelope(signal, bins: int = 2000):
     return to_host(usable.min(axis=1)), to_host(usable.max(axis=1)), per_bin
 
 
-def stream_figure(signal, fs: float, peaks=None, zoom=(3600.0, 8.0)):
-    """The whole recording as a min/max envelope, and ``zoom`` = (start s, length s) with detected R peaks."""
+def stream_figure(signal, fs: float, peaks=None, zoom=(3600.0, 8.0), *, pyplot: bool = True):
+    """The whole recording as a min/max envelope, and ``zoom`` = (start s, length s) with detected R peaks.
+    ``pyplot=False``: outside pyplot, for a figure that is only saved (:func:`_figure`)."""
     low, high, per_bin = envelope(signal)
-    fig, (overview, detail) = _figure(2, 1, (9, 4.5), margins=STREAM_MARGINS)
+    fig, (overview, detail) = _figure(2, 1, (9, 4.5), margins=STREAM_MARGINS, pyplot=pyplot)
     hours = np.arange(len(low)) * per_bin / fs / 3600
     overview.fill_between(hours, low, high, linewidth=0, color="tab:blue")
     overview.set(xlabel="time (h)", ylabel="mV", title="the whole recording (min/max per bin)")
@@ -62,12 +76,13 @@ def filter_figure(signal, clean, response, fs: float, start_s: float = 3600.0, s
     return fig
 
 
-def lengths_figure(lengths, fs: float, bins: int = 120):
-    """Histogram of the intervals between candidates, in seconds (counted where the intervals live)."""
+def lengths_figure(lengths, fs: float, bins: int = 120, *, pyplot: bool = True):
+    """Histogram of the intervals between candidates, in seconds (counted where the intervals live).
+    ``pyplot=False``: outside pyplot, for a figure that is only saved (:func:`_figure`)."""
     xp = array_module(lengths)
     counts, edges = xp.histogram(lengths / fs, bins=bins, range=(0.0, 2.4))
     counts, edges = to_host(counts), to_host(edges)
-    fig, ax = _figure(size=(7, 2.8), margins=LENGTHS_MARGINS)
+    fig, ax = _figure(size=(7, 2.8), margins=LENGTHS_MARGINS, pyplot=pyplot)
     ax.bar(edges[:-1], counts, width=np.diff(edges), align="edge", color="tab:blue")
     ax.set(xlabel="interval between candidates (s)", ylabel="count", yscale="log", title="beat lengths")
     return fig
