@@ -481,8 +481,10 @@ def test_runs_alternate_so_that_neither_way_always_goes_first(tmp_path, monkeypa
 
 
 def test_the_median_table_has_every_part_and_the_process_with_its_range():
-    def run(process, setup, train=0.5):
-        return {"process_seconds": process, "setup_seconds": setup, "stages": [{"stage": "train", "seconds": train}]}
+    def run(process, setup, train=0.5, outside=0.5):
+        stages = [{"stage": "train", "seconds": train}]
+        total = process - outside
+        return {"process_seconds": process, "total_seconds": total, "setup_seconds": setup, "stages": stages}
 
     runs = {"shipped": [run(6.0, 2.0), run(9.0, 3.0, 0.7), run(7.0, 2.5)], "control": [run(8.0, 2.0), run(8.0, 2.0)]}
     table = {row["part"]: row for row in cli_runs.median_part_rows(runs)}
@@ -494,6 +496,11 @@ def test_the_median_table_has_every_part_and_the_process_with_its_range():
         "control": "8.00 s",
     }
     assert table["  its range"] == {"part": "  its range", "shipped": "6.00 s–9.00 s", "control": "8.00 s–8.00 s"}
+    # each run's rest is its start to finish less its start-up, the only part in sequence it has
+    assert table["the rest"] == {"part": "the rest", "shipped": "4.00 s", "control": "5.50 s"}
+    outside = table["Python's start and exit"]
+    assert outside == {"part": "Python's start and exit", "shipped": "500 ms", "control": "500 ms"}
+    assert cli_runs.outside_timing([run(6.0, 2.0, outside=0.75)]).samples == (0.75,)
     assert cli_runs.part_timing(runs["shipped"], "of which training").samples == (0.5, 0.7, 0.5)
     with pytest.raises(ValueError, match="a run has no part 'quality report'"):
         cli_runs.part_timing(runs["shipped"], "quality report")

@@ -153,6 +153,15 @@ def process_timing(runs: Sequence[Mapping], label: str = "the process, end to en
     return Timing(label, tuple(run["process_seconds"] for run in runs), "wall")
 
 
+def outside_timing(runs: Sequence[Mapping]) -> Timing:
+    """What each run's process took outside the run's own clock (``process_seconds`` less ``total_seconds``):
+    Python's start, the imports before the command's first line, and the exit, as a
+    :class:`~support.bench.Timing` (wall clock, each run's own)."""
+    return Timing(
+        "Python's start and exit", tuple(run["process_seconds"] - run["total_seconds"] for run in runs), "wall"
+    )
+
+
 def part_timing(runs: Sequence[Mapping], part: str) -> Timing:
     """One part of several runs (a key of :data:`support.ecg.run_report.PARTS`, ``"of which training"`` say) as
     a :class:`~support.bench.Timing` (wall clock, each run's own)."""
@@ -187,9 +196,10 @@ def format_saving(seconds: float) -> str:
 
 
 def median_part_rows(runs: Mapping[str, Sequence[Mapping]]) -> list[dict[str, str]]:
-    """One row per part of a run (:data:`support.ecg.run_report.PARTS`) and one for the whole process, one column
-    per way: the median over the way's runs (:func:`part_timing`; ``"none"`` where a run lacks the part), and the
-    process's range under it."""
+    """One row per part of a run (:data:`support.ecg.run_report.PARTS`), one for what the process took outside the
+    run's own clock (:func:`outside_timing`) and one for the whole process, one column per way: the median over
+    the way's runs (:func:`part_timing`; ``"none"`` where a run lacks the part), and the process's range under it.
+    Each is its own median, so the medians of the parts need not add up to the median of the whole."""
 
     def median(each: Sequence[Mapping], part: str) -> str:
         try:
@@ -198,6 +208,8 @@ def median_part_rows(runs: Mapping[str, Sequence[Mapping]]) -> list[dict[str, st
             return "none"
 
     rows = [{"part": part} | {name: median(each, part) for name, each in runs.items()} for part in run_report.PARTS]
+    outside = {name: outside_timing(each) for name, each in runs.items()}
+    rows.append({"part": "Python's start and exit"} | {name: format_seconds(t.median) for name, t in outside.items()})
     process = {name: process_timing(each) for name, each in runs.items()}
     rows.append({"part": "the process, end to end"} | {name: format_seconds(t.median) for name, t in process.items()})
     rows.append(
