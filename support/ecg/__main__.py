@@ -14,11 +14,13 @@ and ``--out`` is created only once there is something to write into it.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import math
 import os
 import re
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -48,6 +50,32 @@ MAX_WARM = 100
 #: without a word.
 BYTES_PER_SAMPLE = 300
 CPU_HINT = "run it on the CPU with --device cpu (slower, no GPU needed)"
+
+
+#: What drawing and saving the figures imports (matplotlib's Figure and its Agg canvas, outside pyplot: ``plots``'
+#: ``pyplot=False``); :func:`start_importing` loads it while the GPU works.
+FIGURE_MODULES = ("matplotlib.figure", "matplotlib.backends.backend_agg")
+
+
+def start_importing(modules) -> threading.Thread:
+    """Import ``modules`` in a background thread and return it: a cold process loads them while it waits on the GPU
+    (synthesis, the CSV, training), and the figures find them loaded. Join the thread before using them. A failed
+    import there is left for the main thread's own import to report, with its traceback.
+
+    >>> start_importing(["json"]).join(); "json" in sys.modules
+    True
+    """
+
+    def load() -> None:
+        for name in modules:
+            try:
+                importlib.import_module(name)
+            except Exception:  # noqa: BLE001, S112 - the main thread's import of it says what went wrong
+                continue
+
+    thread = threading.Thread(target=load, name="figure imports", daemon=True)
+    thread.start()
+    return thread
 
 
 class UserError(Exception):
@@ -282,6 +310,7 @@ def run(args: argparse.Namespace) -> int:
 
     report["versions"] = env.stack_versions()
     report["setup_seconds"] = time.perf_counter() - STARTED  # imports, the GPU check, the pool
+    figure_imports = start_importing(FIGURE_MODULES)  # while the GPU synthesizes, reads and trains
     settings = {"fs": args.fs, "seed": args.seed, "progress": not args.no_progress, "graph": not args.eager}
     if args.epochs is not None:
         settings["epochs"] = args.epochs
@@ -347,6 +376,7 @@ def run(args: argparse.Namespace) -> int:
         report["quality"] = pipeline.evaluate(result, *truth)
         report["quality_seconds"] = time.perf_counter() - started  # the VAE and the baselines scored
     started = time.perf_counter()
+    figure_imports.join()  # the figures' part counts what the import had left to do
     output_folder.make_folder(args.out)
     with output_folder.create(args.out / "stream.png", overwrite=args.overwrite) as figure:
         plots.stream_figure(result.recording.signal, args.fs, result.beats.peaks, pyplot=False).savefig(figure)
