@@ -13,11 +13,12 @@ EXTRA=${ECG_EXTRA_ARGS:-}  # a smoke test off the GPU host: ECG_EXTRA_ARGS="--de
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/ecg-cold-imports-XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
 echo "# $(date -u +%FT%TZ) host $(hostname); $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)"
-echo "# python $(python3 -c 'import sys; print(sys.version.split()[0])'); base $(git rev-parse --short "$BASE"), new $(git rev-parse --short "$NEW")"
-for side in base new; do
+name_of() { if [ -d "$1/support" ]; then cat "$1/COMMIT" 2>/dev/null || echo "$1"; else git rev-parse --short "$1"; fi; }
+echo "# python $(python3 -c 'import sys; print(sys.version.split()[0])'); base $(name_of "$BASE"), new $(name_of "$NEW")"
+for side in base new; do  # BASE and NEW: a git ref, or a folder holding a support/ tree (a host without .git)
   ref=$BASE; [ "$side" = new ] && ref=$NEW
   mkdir -p "$WORK/$side/code"
-  git archive "$ref" support | tar -x -C "$WORK/$side/code"
+  if [ -d "$ref/support" ]; then cp -a "$ref/support" "$WORK/$side/code/"; else git archive "$ref" support | tar -x -C "$WORK/$side/code"; fi
 done
 run_once() {  # side, out folder: wall seconds of one fresh process, end to end
   local code=$WORK/$1/code start end

@@ -59,8 +59,9 @@ FIGURE_MODULES = ("matplotlib.figure", "matplotlib.backends.backend_agg")
 
 def start_importing(modules) -> threading.Thread:
     """Import ``modules`` in a background thread and return it: a cold process loads them while it waits on the GPU
-    (synthesis, the CSV, training), and the figures find them loaded. Join the thread before using them. A failed
-    import there is left for the main thread's own import to report, with its traceback.
+    (synthesis, the CSV, training), and the figures find them loaded; on the CPU route there is no wait to fill.
+    Join the thread before using them. A failed import there is left for the main thread's own import to report,
+    with its traceback.
 
     >>> start_importing(["json"]).join(); "json" in sys.modules
     True
@@ -310,7 +311,9 @@ def run(args: argparse.Namespace) -> int:
 
     report["versions"] = env.stack_versions()
     report["setup_seconds"] = time.perf_counter() - STARTED  # imports, the GPU check, the pool
-    figure_imports = start_importing(FIGURE_MODULES)  # while the GPU synthesizes, reads and trains
+    # on the GPU, while it synthesizes, reads and trains; on the CPU the thread would compete with the work itself
+    # (a run of --hours 0.05 on two cores took longer with it)
+    figure_imports = start_importing(FIGURE_MODULES if args.device == "gpu" else ())
     settings = {"fs": args.fs, "seed": args.seed, "progress": not args.no_progress, "graph": not args.eager}
     if args.epochs is not None:
         settings["epochs"] = args.epochs
