@@ -79,7 +79,13 @@ def file_hash(path: Path) -> str:
     False
     """
     path = Path(path)
-    return hashlib.sha256(_code_of(path.read_bytes(), path.suffix)).hexdigest()[:16]
+    return code_hash(path.read_bytes(), path.suffix)
+
+
+def code_hash(data: bytes, suffix: str) -> str:
+    """:func:`file_hash` of a file's bytes ``data`` and name ending ``suffix`` (``".py"``): for a file read from
+    elsewhere than the disk (an older commit's, from git)."""
+    return hashlib.sha256(_code_of(data, suffix)).hexdigest()[:16]
 
 
 def _code_of(data: bytes, suffix: str) -> bytes:

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import hashlib
 import json
 import os
 import re
@@ -162,6 +163,12 @@ class Rehearsal:
     #: each chapter's code as the seats ran it (:func:`booktools.freshness.cells_hash` of the book's notebook); {} in
     #: records made before it was kept
     cells: dict[str, str] = field(default_factory=dict)
+    #: each chapter's support code as the seats ran it (:func:`support_of`: the ``support/`` files the book's notebook's
+    #: fingerprint lists); {} in records made before it was kept
+    support: dict[str, str] = field(default_factory=dict)
+    #: its place in ``runs/rehearsals.json``, from 1 (:func:`load` sets it; not written to the record); None for a
+    #: rehearsal not read from the records
+    number: int | None = field(default=None, compare=False)
 
     @property
     def participants(self) -> list[Seat]:
@@ -173,7 +180,8 @@ class Rehearsal:
         return sum(seat.passed for seat in self.participants)
 
     def summary(self) -> str:
-        """One line: participant seats passed, the teacher's seat, the slowest seat's time, the GPU's peak."""
+        """One line: its :attr:`name`, participant seats passed, the teacher's seat, the slowest seat's time, the GPU's
+        peak, what failed and which chapters ran an earlier version (:meth:`versions`)."""
         slowest = max((seat.seconds for seat in self.seats), default=0.0)
         peak = "unread" if self.gpu_peak_bytes is None else f"{self.gpu_peak_bytes / GIB:.1f} GiB"
         teacher = [seat for seat in self.seats if seat.edition == "teacher"]
@@ -185,7 +193,8 @@ class Rehearsal:
             for seat in doubled
         )
         return (
-            f"{self.agenda}{part}, {len(self.seats)} seats of {self.limit} on {self.gpu}: {self.passed_seats} of "
+            ("" if self.number is None else f"{self.name}, ")
+            + f"{self.agenda}{part}, {len(self.seats)} seats of {self.limit} on {self.gpu}: {self.passed_seats} of "
             f"{len(self.participants)} participant seats passed every chapter{said}; the slowest seat took "
             f"{slowest / 60:.1f} min; GPU peak {peak} of {self.gpu_total_bytes / GIB:.1f} GiB"
             + held
@@ -195,17 +204,45 @@ class Rehearsal:
             + self.versions()
         )
 
-    def versions(self, folder: Path = CHAPTERS) -> str:
+    @property
+    def name(self) -> str:
+        """How a teacher finds the record: ``"rehearsal 10"``, the tenth in ``runs/rehearsals.json`` (records of the
+        same agenda, seats, share and date are otherwise alike); ``"this rehearsal"`` before it is recorded."""
+        return "this rehearsal" if self.number is None else f"rehearsal {self.number}"
+
+    def ran_current(self, chapter: str, folder: Path = CHAPTERS, root: Path | None = None) -> bool | None:
+        """Whether the seats ran ``chapter``'s code as it is now: its code cells (:func:`code_of`) and, where the
+        record keeps them, its support files (:func:`support_of`), against the notebooks in ``folder`` and the
+        files under ``root`` (``folder``'s parent by default). False when either recorded one changed; None when
+        neither changed and the cells' code was not recorded (a record from before it was kept)."""
+        return None if (changed := self._changed(chapter, folder, root)) is None else not changed
+
+    def _changed(self, chapter: str, folder: Path, root: Path | None) -> list[str] | None:
+        """What of ``chapter``'s recorded code differs from now (``"code cells"``, ``"support files"``); None where
+        nothing recorded differs and its cells were not recorded (None in ``cells``: no notebook was there)."""
+        what = []
+        if self.cells.get(chapter) and self.cells[chapter] != code_of(chapter, folder):
+            what.append("code cells")
+        if self.support.get(chapter) and self.support[chapter] != support_of(chapter, folder, root):
+            what.append("support files")
+        return what if what or self.cells.get(chapter) else None
+
+    def versions(self, folder: Path = CHAPTERS, root: Path | None = None) -> str:
         """For :meth:`summary`: the chapters whose code has changed since the seats ran them (their code cells as
-        :func:`booktools.freshness.cells_hash` counts them, against the notebooks in ``folder`` now), or whose
+        :func:`booktools.freshness.cells_hash` counts them, against the notebooks in ``folder`` now, or the
+        ``support/`` files their notebooks' fingerprints list, :func:`support_of`, under ``root``), and those whose
         code was not recorded; empty when every chapter ran as it is now."""
         ran = self.chapters or sorted({c.chapter for seat in self.seats for c in seat.chapters})
-        known = {chapter: code for chapter, code in self.cells.items() if code}  # None: no notebook was there
-        earlier = [chapter for chapter in ran if chapter in known and known[chapter] != code_of(chapter, folder)]
-        unknown = [chapter for chapter in ran if chapter not in known]
+        earlier, unknown = [], []
+        for chapter in ran:
+            changed = self._changed(chapter, folder, root)
+            if changed is None:
+                unknown.append(chapter)
+            elif changed:
+                earlier.append(f"{chapter} (its {' and '.join(changed)} changed since)")
         said = ""
         if earlier:
-            said += f"; ran an earlier version of {', '.join(earlier)} (its code changed since)"
+            said += f"; ran an earlier version of {', '.join(earlier)}"
         if unknown:
             said += f"; which version of {', '.join(unknown)} ran is not recorded"
         return said
@@ -257,6 +294,36 @@ def code_of(chapter: str, folder: Path = CHAPTERS) -> str | None:
     the notebook is not there."""
     path = folder / f"{chapter}.ipynb"
     return freshness.cells_hash(json.loads(path.read_text())) if path.is_file() else None
+
+
+def support_of(chapter: str, folder: Path = CHAPTERS, root: Path | None = None) -> str | None:
+    """A hash of the ``support/`` files ``chapter``'s notebook in ``folder`` lists in its committed fingerprint
+    (``metadata.book.fingerprint.support``, :func:`booktools.freshness.fingerprint`), each as
+    :func:`booktools.freshness.file_hash` counts it under ``root`` (``folder``'s parent by default), a file that is
+    gone counted as such: the chapter's code beyond its cells. None where the notebook is not there or has no
+    fingerprint."""
+    path = folder / f"{chapter}.ipynb"
+    if not path.is_file():
+        return None
+    return support_hash(json.loads(path.read_text()), folder.parent if root is None else root)
+
+
+def support_hash(notebook: Mapping, root: Path, read: Callable[[str], bytes | None] | None = None) -> str | None:
+    """The hash :func:`support_of` gives, of the files ``notebook``'s fingerprint lists, read under ``root`` (or by
+    ``read``, a file's bytes by its name, None where it is gone: the backfill reads them from git)."""
+    listed = notebook.get("metadata", {}).get(freshness.BOOK_KEY, {}).get(freshness.FINGERPRINT_KEY, {})
+    if not listed or "support" not in listed:
+        return None
+    if read is None:
+
+        def read(name: str) -> bytes | None:
+            return (root / name).read_bytes() if (root / name).is_file() else None
+
+    lines = []
+    for name in sorted(listed["support"]):
+        data = read(name)
+        lines.append(f"{name} {'gone' if data is None else freshness.code_hash(data, Path(name).suffix)}")
+    return hashlib.sha256("\n".join(lines).encode()).hexdigest()[:16]
 
 
 def check_plan(
@@ -491,6 +558,7 @@ def rehearse(
     kernels = [1] * (seats - 1) + [2 if two_kernels else 1]  # the last seat may run two chapters at once
     interrupted = False
     code = {chapter: code_of(chapter) for chapter in chapters}  # as the seats get it, before the run's minutes
+    support = {chapter: support_of(chapter) for chapter in chapters}
     with tempfile.TemporaryDirectory(prefix="rehearsal-") as scratch:
         folders = prepare_seats(chapters, seats, Path(scratch), teacher=teacher)
         results = [Path(scratch) / f"seat-{index:02d}.json" for index in range(1, seats + 1)]
@@ -547,6 +615,7 @@ def rehearse(
         memory_check,
         interrupted,
         code,
+        support,
     )
 
 
@@ -586,12 +655,17 @@ def this_gpu(device: int = 0, environ: Mapping[str, str] | None = None) -> tuple
 
 def load(path: Path = RECORDS) -> list[Rehearsal]:
     """The recorded rehearsals (:data:`booktools.records.REHEARSALS`), oldest first; [] before the first."""
-    return [Rehearsal.from_dict(item) for item in records.load(records.REHEARSALS, path)]
+    found = [Rehearsal.from_dict(item) for item in records.load(records.REHEARSALS, path)]
+    for number, rehearsal in enumerate(found, start=1):
+        rehearsal.number = number
+    return found
 
 
 def record(rehearsal: Rehearsal, path: Path = RECORDS) -> None:
-    """Append ``rehearsal`` to the records (every rehearsal is kept)."""
-    records.append(records.REHEARSALS, asdict(rehearsal), path)
+    """Append ``rehearsal`` to the records (every rehearsal is kept); its place there is its number."""
+    data = asdict(rehearsal)
+    del data["number"]  # the place in the file, not a fact of the run
+    records.append(records.REHEARSALS, data, path)
 
 
 def main(argv: list[str] | None = None) -> int:
