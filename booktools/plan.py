@@ -170,7 +170,11 @@ def what_may_stop_the_room(chapters: list[str], rehearsals, claim_runs=None) -> 
             seen = [r for r in rows if (r["chapter"], r["claim"]) == (chapter, claim)]
             number = cell_number(chapter, f'"{claim}"')
             where = f"In [{number}]" if number else "its cell"
-            stops = "; ".join(f"{r['stopped seats']} of {r['seats']} seats ({r['rehearsal']})" for r in seen)
+            stops = "; ".join(
+                f"{r['stopped seats']} of {r['seats']} seats (rehearsal {r['rehearsal']}"
+                + (f", at {r['stopped at']})" if r["stopped at"] else ")")
+                for r in seen
+            )
             lines.append(f"- {chapter}, {where}: `{claim}` stopped {stops}; alone: {seen[-1]['alone']}")
     return lines
 

@@ -121,9 +121,41 @@ def runs_together(groups: Sequence[RunGroup] | None = None) -> list[dict]:
     ]
 
 
-def rehearsal_label(rehearsal) -> str:
-    """A rehearsal as the teachers' page names it: ``"two-hours, 4 seats of 16G, 2026-11-26"``."""
-    return f"{rehearsal.agenda}, {len(rehearsal.seats)} seats of {rehearsal.limit}, {rehearsal.date}"
+def rehearsal_label(rehearsal, chapter: str | None = None) -> str:
+    """A rehearsal as the teachers' page names it after the word "rehearsal": its number in
+    ``runs/rehearsals.json`` (:attr:`booktools.rehearse.Rehearsal.name`), then its agenda (with the chapters it ran
+    where it ran only some), seats, share and date, ``"10 (two-hours, 4 seats of 16G, 2026-11-26)"``; records alike
+    in all else differ by the number. With ``chapter``, it says where the seats ran an earlier version of that
+    chapter's code, or one not recorded (:meth:`booktools.rehearse.Rehearsal.ran_current`)."""
+    number = "?" if rehearsal.number is None else rehearsal.number
+    part = ""
+    if rehearsal.chapters and list(rehearsal.chapters) != list(AGENDAS.get(rehearsal.agenda, [])):
+        part = f": chapters {', '.join(name[:2] for name in rehearsal.chapters)};"
+    version = ""
+    if chapter is not None:
+        current = rehearsal.ran_current(chapter)
+        if current is False:
+            version = f"; ran an earlier version of {chapter}"
+        elif current is None:
+            version = f"; which version of {chapter} ran is not recorded"
+    seats = f"{len(rehearsal.seats)} seats of {rehearsal.limit}, {rehearsal.date}"
+    return f"{number} ({rehearsal.agenda}{part}{'' if part else ','} {seats}{version})"
+
+
+#: Where a seat's first error says it stopped: ``"In [54], cell 99"`` (records since the sheet's numbers were kept)
+#: or ``"cell 99"`` (the cell's place in the seat's notebook), before the error's own words.
+STOPPED_AT = re.compile(r"^((?:In \[\d+\], )?cell \d+):")
+
+
+def stopped_at(errors: Sequence[str | None]) -> str:
+    """Where the seats' ``errors`` say Run All stopped, each place once, in order: ``"In [54], cell 99"``; empty
+    where no error names its cell.
+
+    >>> stopped_at(["In [54], cell 99: ClaimError: x", "cell 97: ClaimError: x", "In [54], cell 99: ClaimError: y"])
+    'In [54], cell 99 or cell 97'
+    """
+    found = [m[1] for error in errors if (m := STOPPED_AT.match(error or ""))]
+    return " or ".join(dict.fromkeys(found))
 
 
 def claims_the_room_failed(rehearsals: Sequence, claim_runs: Sequence | None = None) -> list[dict]:
@@ -140,22 +172,26 @@ def claims_the_room_failed(rehearsals: Sequence, claim_runs: Sequence | None = N
     claim_runs = evidence.load() if claim_runs is None else claim_runs
     rows = []
     for rehearsal in rehearsals:
-        failed: dict[tuple[str, str], list[str]] = {}
+        failed: dict[tuple[str, str], list[tuple[str, str | None]]] = {}
         for seat in rehearsal.seats:
             for chapter in seat.chapters:
                 if chapter.failed_claim is not None:
                     figure = chapter.claim_figure or "(not in the error)"
-                    failed.setdefault((chapter.chapter, chapter.failed_claim), []).append(figure)
-        for (chapter, name), figures in failed.items():
+                    failed.setdefault((chapter.chapter, chapter.failed_claim), []).append((figure, chapter.error))
+        for (chapter, name), seen in failed.items():
             alone = _claim_alone(claim_runs, rehearsal.gpu, limit_bytes(rehearsal.limit), chapter, name)
+            where = stopped_at([error for _, error in seen])
+            figures = ", ".join(figure for figure, _ in seen)
             rows.append(
                 {
-                    "rehearsal": rehearsal_label(rehearsal),
+                    "rehearsal": rehearsal_label(rehearsal, chapter),
                     "chapter": chapter,
                     "seats": len(rehearsal.seats),
                     "claim": name,
-                    "stopped seats": len(figures),
-                    "at the seats": ", ".join(figures),
+                    "stopped seats": len(seen),
+                    "stopped at": where,
+                    "at the seats": figures
+                    + (f"; Run All stopped at {where}: run the cells below it" if where else ""),
                     "alone": "not recorded alone on this GPU" if alone is None else alone,
                 }
             )
@@ -184,7 +220,7 @@ def errors_the_room_met(rehearsals: Sequence, width: int = 160) -> list[dict]:
                 seen[(chapter.chapter, error)] = seen.get((chapter.chapter, error), 0) + 1
         rows.extend(
             {
-                "rehearsal": rehearsal_label(rehearsal),
+                "rehearsal": rehearsal_label(rehearsal, chapter),
                 "chapter": chapter,
                 "error": error,
                 "stopped seats": seats,
@@ -413,21 +449,30 @@ def rehearsed_at(agenda: str, share: str, rehearsals: Sequence) -> bool:
 
 
 def seconds_at_the_seats(chapters: Sequence[str], rehearsals: Sequence) -> dict[str, tuple[float, str]]:
-    """For each of ``chapters``, how long its slowest passing seat took in the most crowded rehearsal that ran it
-    (most seats, then the latest; any agenda), with that rehearsal's :func:`rehearsal_label`: the run time a room of
-    that size waits for. Rehearsals that skipped the memory check or were interrupted are left out, and so is one
-    where no seat passed the chapter."""
+    """For each of ``chapters``, the slowest passing seat over every counted rehearsal that ran the chapter's
+    current code (:func:`counted`; :meth:`booktools.rehearse.Rehearsal.ran_current`; any agenda, any number of
+    seats: more seats are not always slower), or, only where none did, over those of earlier or unrecorded
+    versions; with what it was taken over and the rehearsal of that seat (:func:`rehearsal_label`): the run time a
+    room waits for. Rehearsals that skipped the memory check or were interrupted are left out, and so is one where
+    no seat passed the chapter."""
     found: dict[str, tuple[float, str]] = {}
     kept = counted(rehearsals)
     for chapter in chapters:
-        ran = []
+        current, other = [], []
         for place, rehearsal in enumerate(kept):
             passed = [c.seconds for seat in rehearsal.seats for c in seat.chapters if c.chapter == chapter and c.passed]
             if passed:
-                ran.append(((len(rehearsal.seats), rehearsal.date, place), max(passed), rehearsal))
+                (current if rehearsal.ran_current(chapter) else other).append((max(passed), place, rehearsal))
+        ran = current or other
         if ran:
-            _, seconds, crowded = max(ran, key=lambda item: item[0])
-            found[chapter] = (seconds, rehearsal_label(crowded))
+            seconds, _, slowest = max(ran, key=lambda item: item[:2])
+            n = len(ran)
+            over = (
+                f"{n} rehearsal{'s' if n > 1 else ''} of its current code"
+                if current
+                else f"{n} rehearsal{'s' if n > 1 else ''} of an earlier or unrecorded version (none of the current)"
+            )
+            found[chapter] = (seconds, f"{over}, rehearsal {rehearsal_label(slowest)}")
     return found
 
 
@@ -436,9 +481,9 @@ def agenda_plan(
 ) -> list[dict]:
     """The agenda ``name`` slot by slot: its start (minutes from the beginning), its minutes, and for a chapter
     its :func:`chapter_plan` from the chapter's run time: on the full H100 (:func:`planning_rows`), or its slowest
-    seat's in the agenda's most crowded rehearsal among ``rehearsals`` (:class:`booktools.rehearse.Rehearsal`
-    records; none by default) where that is longer (:func:`seconds_at_the_seats`), since a room waits for its cells
-    as the seats did."""
+    passing seat over the rehearsals of its current code among ``rehearsals`` (:class:`booktools.rehearse.Rehearsal`
+    records; none by default; earlier versions only where none ran the current one) where that is longer
+    (:func:`seconds_at_the_seats`), since a room waits for its cells as the seats did."""
     rehearsals = [] if rehearsals is None else rehearsals
     times = {row["chapter"]: row[TIME] for row in planning_rows(agenda(name), groups)}
     at_seats = seconds_at_the_seats(agenda(name), rehearsals)
@@ -452,9 +497,9 @@ def agenda_plan(
             slot["chapter"] = chapter_plan(what, minutes, max(times[what], seats), folder)
             slot["chapter"]["alone seconds"] = times[what]
             if seats > times[what]:
-                slot["chapter"]["timed at"] = f"slowest seat of {where}"
+                slot["chapter"]["timed at"] = f"slowest passing seat over {where}"
             elif where:
-                slot["chapter"]["timed at"] = f"alone on the whole GPU (not slower at the seats of {where})"
+                slot["chapter"]["timed at"] = f"alone on the whole GPU (not slower at the slowest seat over {where})"
             else:
                 slot["chapter"]["timed at"] = "alone on the whole GPU (no rehearsal on record ran it)"
         slots.append(slot)

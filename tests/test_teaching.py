@@ -199,12 +199,15 @@ def test_a_claim_that_stopped_the_seats_is_shown_beside_the_same_claim_alone():
     ]
     rows = teaching.claims_the_room_failed([done], alone)
     assert [(r["claim"], r["stopped seats"], r["at the seats"]) for r in rows] == [
-        ("ecg.warm", 1, "529 ms"),
-        ("ecg.polars", 1, "115 ms against 87.7 ms"),
-    ]  # the crash is no claim
+        ("ecg.warm", 1, "529 ms; Run All stopped at cell 99: run the cells below it"),
+        ("ecg.polars", 1, "115 ms against 87.7 ms; Run All stopped at cell 9: run the cells below it"),
+    ]  # the crash is no claim; where Run All stopped, for the room to run the cells below it
+    assert [r["stopped at"] for r in rows] == ["cell 99", "cell 9"]
     assert rows[0]["alone"] == "346 ms ✓ (H100 80GB, re-run and compared 2026-11-26)"  # by date, not file order
     assert rows[1]["alone"] == "34.4 ms against 52.0 ms ✓ (H100 80GB, re-run and compared 2026-11-26)"  # same fields
-    assert rows[0]["rehearsal"] == "two-hours, 3 seats of 16G, 2026-11-26"
+    assert rows[0]["rehearsal"] == (
+        "? (two-hours, 3 seats of 16G, 2026-11-26; which version of 06_ecg_pipeline ran is not recorded)"
+    )
     alone.append(run("H100", 16 * GIB, [claim("ecg.warm", 0.339, True)], "2026-11-20", "16 GB (MPS limit)"))
     shared = teaching.claims_the_room_failed([done], alone)[0]["alone"]
     assert shared == "339 ms ✓ (16 GB (MPS limit), re-run and compared 2026-11-20)"  # the seats' own share first
@@ -230,7 +233,9 @@ def test_the_other_errors_at_the_seats_are_listed_once_each_with_their_seats():
     assert rows[0]["error"].startswith("cell 5: MemorySetupError: a pool of 4.00 GiB does not fit")
     assert len(rows[1]["error"]) == 100 and rows[1]["error"].startswith("cell 2: xxx")  # cut, not dropped
     assert rows[1]["error"].endswith(" …")  # the claim and the chapter never finished are not here
-    assert rows[0]["rehearsal"] == "two-hours, 6 seats of 4G, 2026-11-26"
+    assert rows[0]["rehearsal"] == (
+        "? (two-hours, 6 seats of 4G, 2026-11-26; which version of 00_getting_started ran is not recorded)"
+    )
     assert teaching.errors_the_room_met([]) == []
 
 
@@ -249,12 +254,26 @@ def test_a_chapter_is_paced_by_its_slowest_seat_where_a_rehearsal_ran_it_slower_
     cut = rehearsal("two-hours", [seat(n, 9e3) for n in range(9)], interrupted=True)
     failed = rehearsal("two-hours", [seat(n, 9e3, False) for n in range(4)])  # no seat passed it
     records = [small, crowded, unchecked, cut, failed]
+    for number, made in enumerate(records, start=1):
+        made.number = number
     found = teaching.seconds_at_the_seats(["01_why_gpus", "00_getting_started"], records)
-    assert found == {"01_why_gpus": (300.0, "half-day, 2 seats of 14G, 2026-11-25")}  # most seats; passed seats only
+    assert found == {  # no record of the current code: the slowest passing seat of any, not the most crowded
+        "01_why_gpus": (
+            900.0,
+            "2 rehearsals of an earlier or unrecorded version (none of the current), rehearsal 1 (two-hours, 1 seats "
+            "of 14G, 2026-11-26)",
+        )
+    }
+    crowded.cells = {"01_why_gpus": rehearse.code_of("01_why_gpus")}  # the current code, only here
+    found = teaching.seconds_at_the_seats(["01_why_gpus"], records)
+    assert found["01_why_gpus"] == (
+        300.0,
+        "1 rehearsal of its current code, rehearsal 2 (half-day, 2 seats of 14G, 2026-11-25)",
+    )  # the current code first, though slower seats ran an earlier one; passed seats only
     slots = {s["what"]: s["chapter"] for s in teaching.agenda_plan("two-hours", rehearsals=[crowded])}
     alone = slots["01_why_gpus"]["alone seconds"]
     assert slots["01_why_gpus"]["run seconds"] == max(alone, 300.0)
-    assert slots["01_why_gpus"]["timed at"] == "slowest seat of half-day, 2 seats of 14G, 2026-11-25"
+    assert slots["01_why_gpus"]["timed at"] == "slowest passing seat over " + found["01_why_gpus"][1]
     assert slots["00_getting_started"]["timed at"] == "alone on the whole GPU (no rehearsal on record ran it)"
     quick = rehearsal("two-hours", [seat(1, 1.0)])
     timed = teaching.agenda_plan("two-hours", rehearsals=[quick])[2]["chapter"]
