@@ -186,7 +186,8 @@ class Rehearsal:
         peak = "unread" if self.gpu_peak_bytes is None else f"{self.gpu_peak_bytes / GIB:.1f} GiB"
         teacher = [seat for seat in self.seats if seat.edition == "teacher"]
         said = f"; the teacher's seat {'passed' if teacher[0].passed else 'FAILED'}" if teacher else ""
-        part = "" if not self.chapters else f" ({len(self.chapters)} chapters: {', '.join(self.chapters)})"
+        count = f"{len(self.chapters)} chapter{'' if len(self.chapters) == 1 else 's'}"
+        part = "" if not self.chapters else f" ({count}: {', '.join(self.chapters)})"
         doubled = [seat for seat in self.seats if seat.kernels > 1]
         held = "".join(
             f"; seat {seat.seat} ran {seat.kernels} kernels at once and {'passed' if seat.passed else 'FAILED'}"

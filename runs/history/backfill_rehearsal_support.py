@@ -1,6 +1,6 @@
 """One-off: give each rehearsal on record the hash of its chapters' support code as its seats ran it.
 
-    python -m booktools.backfill_support [--write]
+    PYTHONPATH=. python runs/history/backfill_rehearsal_support.py [--write]   # from the repository root
 
 Records made before :attr:`booktools.rehearse.Rehearsal.support` was kept hold only their chapters' code cells.
 Each record was appended to ``runs/rehearsals.json`` by one commit, and the rehearsal ran on the tree before it:
