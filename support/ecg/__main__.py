@@ -59,7 +59,7 @@ FIGURE_MODULES = ("matplotlib.figure", "matplotlib.backends.backend_agg")
 
 def start_importing(modules) -> threading.Thread:
     """Import ``modules`` in a background thread and return it: a cold process loads them while it waits on the GPU
-    (synthesis, the CSV, training), and the figures find them loaded; on the CPU route there is no wait to fill.
+    (cuDF's read, the training's graph), and the figures find them loaded; on the CPU route there is no wait to fill.
     Join the thread before using them. A failed import there is left for the main thread's own import to report,
     with its traceback.
 
@@ -311,9 +311,6 @@ def run(args: argparse.Namespace) -> int:
 
     report["versions"] = env.stack_versions()
     report["setup_seconds"] = time.perf_counter() - STARTED  # imports, the GPU check, the pool
-    # on the GPU, while it synthesizes, reads and trains; on the CPU the thread would compete with the work itself
-    # (a run of --hours 0.05 on two cores took longer with it)
-    figure_imports = start_importing(FIGURE_MODULES if args.device == "gpu" else ())
     settings = {"fs": args.fs, "seed": args.seed, "progress": not args.no_progress, "graph": not args.eager}
     if args.epochs is not None:
         settings["epochs"] = args.epochs
@@ -357,6 +354,12 @@ def run(args: argparse.Namespace) -> int:
         from support.traffic import TrafficMeter  # noqa: PLC0415 - only with --traffic (CUPTI)
 
         meter = TrafficMeter()
+    # on the GPU, while cuDF parses the CSV (pylibcudf's read_csv runs libcudf's reader outside Python's lock) and
+    # the pipeline trains.
+    # Not during the synthesis, a stream of kernel launches from Python: a thread importing beside it made the runs
+    # no shorter (runs/probes/README.md, probe_import_ahead). On the CPU the thread competes with the work itself
+    # (a run of --hours 0.05 on two cores took longer with it).
+    figure_imports = start_importing(FIGURE_MODULES if args.device == "gpu" else ())
     log = pipeline.StageLog(meter=meter)
     started = time.perf_counter()
     with log.stage("read"):
