@@ -23,7 +23,7 @@ done
 run_once() {  # side, out folder: wall seconds of one fresh process, end to end
   local code=$WORK/$1/code start end
   start=$(date +%s.%N)
-  (cd "$code" && PYTHONPATH="$code" python3 -m support.ecg --hours 20 --seed 0 --no-progress $EXTRA --out "$2" >"$2.stdout" 2>"$2.stderr") \
+  (cd "$code" && PYTHONPATH="$code${PYTHONPATH:+:$PYTHONPATH}" python3 -m support.ecg --hours 20 --seed 0 --no-progress $EXTRA --out "$2" >"$2.stdout" 2>"$2.stderr") \
     || { echo "run failed ($1): $(tail -3 "$2.stderr")" >&2; exit 1; }
   end=$(date +%s.%N)
   python3 -c "print(f'{$end - $start:.3f}')"
@@ -52,9 +52,9 @@ done
 for side in base new; do
   code=$WORK/$side/code
   echo "# -X importtime, import support.ecg.__main__ ($side), top 15 cumulative:"
-  (cd "$code" && PYTHONPATH="$code" python3 -X importtime -c "import support.ecg.__main__" 2>&1 >/dev/null) \
+  (cd "$code" && PYTHONPATH="$code${PYTHONPATH:+:$PYTHONPATH}" python3 -X importtime -c "import support.ecg.__main__" 2>&1 >/dev/null) \
     | awk -F'|' '/import time:/ && $2 ~ /[0-9]/ {printf "%9.3f s %s\n", $2 / 1e6, $3}' | sort -rn | head -15
-  echo "# after a whole run ($side), imported: $(cd "$code" && PYTHONPATH="$code" python3 -c "
+  echo "# after a whole run ($side), imported: $(cd "$code" && PYTHONPATH="$code${PYTHONPATH:+:$PYTHONPATH}" python3 -c "
 import sys
 from support.ecg import __main__ as cli
 cli.main(['--hours', '20', '--seed', '0', '--no-progress', *'$EXTRA'.split(), '--out', '$WORK/$side/modules'])

@@ -63,7 +63,7 @@ def start_importing(modules) -> threading.Thread:
     Join the thread before using them. A failed import there is left for the main thread's own import to report,
     with its traceback.
 
-    >>> start_importing(["json"]).join(); "json" in sys.modules
+    >>> start_importing(["no_such_module_here", "colorsys"]).join(); "colorsys" in sys.modules
     True
     """
 
