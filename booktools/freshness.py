@@ -6,8 +6,10 @@ the book's libraries; the step is then removed from the notebook, and :func:`fin
 notebook's metadata (``book.fingerprint``), a hash of each of those ``support/`` files, a hash of the notebook's
 code cells, and the versions. The kernel's ``sys.modules`` is what really ran: it includes modules imported
 inside functions and by other ``support`` modules, which reading the notebook's import lines would miss, and it
-is computed where the code ran. (Modules imported only by a fresh process, and never by the kernel, are not in
-it; every chapter's fresh-process experiments import their module in the kernel as well.)
+is computed where the code ran. Modules imported only by a fresh process, and never by the kernel, are not in
+it: a notebook names those in its metadata (``book.child_process_support``, paths such as
+``support/ecg/__main__.py``: chapter 6 times its command line in fresh processes), and the fingerprint hashes them
+too.
 
 :func:`freshness` compares a notebook's fingerprint with the files now: the outputs are *stale* when a file it ran
 changed (its code: docstrings and comments do not count) or is gone, or its code cells changed; *never
@@ -35,6 +37,8 @@ BOOK_KEY, FINGERPRINT_KEY = "book", "fingerprint"
 #: The libraries whose versions a fingerprint records (those the kernel imported): the banner's
 #: (:data:`support.env.GPU_STACK`) and the few more the chapters import.
 LIBRARIES = (*GPU_STACK, "jaxlib", "polars", "pandas")
+#: Where a notebook names the ``support/`` files only its fresh processes run: ``metadata["book"][CHILD_KEY]``.
+CHILD_KEY = "child_process_support"
 #: The line the probe step prints before its JSON.
 MARK = "book-fingerprint: "
 
@@ -149,9 +153,11 @@ def parse_probe_output(text: str) -> dict:
 
 def fingerprint(found: Mapping, notebook: Mapping, root: Path = ROOT) -> dict:
     """The fingerprint of a run: a hash of each ``support/`` file the kernel imported (``found``, as
-    :func:`parse_probe_output` gives it) as it is under ``root`` now, of the notebook's code cells, and the
-    library versions."""
-    files = {name: file_hash(root / name) for name in sorted(found["support"]) if (root / name).is_file()}
+    :func:`parse_probe_output` gives it) or the notebook says its fresh processes run (:data:`CHILD_KEY`), as it is
+    under ``root`` now, of the notebook's code cells, and the library versions."""
+    children = notebook.get("metadata", {}).get(BOOK_KEY, {}).get(CHILD_KEY, [])
+    names = sorted({*found["support"], *children})
+    files = {name: file_hash(root / name) for name in names if (root / name).is_file()}
     return {
         "support": files,
         "cells": cells_hash(notebook),

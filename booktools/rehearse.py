@@ -220,13 +220,17 @@ class Rehearsal:
 
     def _changed(self, chapter: str, folder: Path, root: Path | None) -> list[str] | None:
         """What of ``chapter``'s recorded code differs from now (``"code cells"``, ``"support files"``); None where
-        nothing recorded differs and its cells were not recorded (None in ``cells``: no notebook was there)."""
+        nothing recorded differs and either its cells were not recorded (None in ``cells``: no notebook was there)
+        or the record keeps support files but not this chapter's (the backfill left it out: which ran is unknown)."""
         what = []
         if self.cells.get(chapter) and self.cells[chapter] != code_of(chapter, folder):
             what.append("code cells")
         if self.support.get(chapter) and self.support[chapter] != support_of(chapter, folder, root):
             what.append("support files")
-        return what if what or self.cells.get(chapter) else None
+        if what:
+            return what
+        support_unknown = bool(self.support) and not self.support.get(chapter)
+        return None if not self.cells.get(chapter) or support_unknown else what
 
     def versions(self, folder: Path = CHAPTERS, root: Path | None = None) -> str:
         """For :meth:`summary`: the chapters whose code has changed since the seats ran them (their code cells as
@@ -310,9 +314,11 @@ def support_of(chapter: str, folder: Path = CHAPTERS, root: Path | None = None) 
 
 
 def support_hash(notebook: Mapping, root: Path, read: Callable[[str], bytes | None] | None = None) -> str | None:
-    """The hash :func:`support_of` gives, of the files ``notebook``'s fingerprint lists, read under ``root`` (or by
+    """The hash :func:`support_of` gives, of the files ``notebook``'s fingerprint lists and those it says its fresh
+    processes run (:data:`booktools.freshness.CHILD_KEY`: chapter 6's command line), read under ``root`` (or by
     ``read``, a file's bytes by its name, None where it is gone: the backfill reads them from git)."""
-    listed = notebook.get("metadata", {}).get(freshness.BOOK_KEY, {}).get(freshness.FINGERPRINT_KEY, {})
+    book = notebook.get("metadata", {}).get(freshness.BOOK_KEY, {})
+    listed = book.get(freshness.FINGERPRINT_KEY, {})
     if not listed or "support" not in listed:
         return None
     if read is None:
@@ -321,7 +327,7 @@ def support_hash(notebook: Mapping, root: Path, read: Callable[[str], bytes | No
             return (root / name).read_bytes() if (root / name).is_file() else None
 
     lines = []
-    for name in sorted(listed["support"]):
+    for name in sorted({*listed["support"], *book.get(freshness.CHILD_KEY, [])}):
         data = read(name)
         lines.append(f"{name} {'gone' if data is None else freshness.code_hash(data, Path(name).suffix)}")
     return hashlib.sha256("\n".join(lines).encode()).hexdigest()[:16]

@@ -42,6 +42,21 @@ def test_a_file_the_notebook_did_not_run_does_not_make_it_stale(tmp_path):
     assert freshness.report([path], tmp_path)["chapters/01_a.ipynb"].fresh
 
 
+def test_a_file_only_the_chapter_s_fresh_processes_run_is_fingerprinted_when_the_notebook_names_it(tmp_path):
+    (tmp_path / "support").mkdir()
+    (tmp_path / "support" / "cli.py").write_text("def main():\n    return 0\n")
+    notebook = new_notebook(cells=[new_code_cell("import subprocess")])
+    found = {"support": [], "libraries": {}, "python": "3"}
+    freshness.record(notebook, found, tmp_path)
+    assert freshness.fingerprint(found, notebook, tmp_path)["support"] == {}  # the kernel never imported it
+    notebook.metadata["book"][freshness.CHILD_KEY] = ["support/cli.py"]
+    freshness.record(notebook, found, tmp_path)
+    assert list(notebook.metadata["book"]["fingerprint"]["support"]) == ["support/cli.py"]
+    assert freshness.freshness(notebook, tmp_path).fresh
+    (tmp_path / "support" / "cli.py").write_text("def main():\n    return 2\n")
+    assert freshness.freshness(notebook, tmp_path).reasons == ["support/cli.py changed"]
+
+
 def test_an_edited_code_cell_makes_it_stale_and_an_edited_markdown_cell_does_not(tmp_path):
     path = made_up_book(tmp_path)
     notebook = json.loads(path.read_text())

@@ -15,7 +15,7 @@ import nbformat
 import pytest
 from test_mps import calls, control  # noqa: F401 - the stand-in nvidia-cuda-mps-control fixture
 
-from booktools import rehearse
+from booktools import freshness, rehearse
 from booktools.notebooks import NotebookFailed
 from support import claims, env
 from support.units import GIB
@@ -530,6 +530,30 @@ def test_a_chapters_recorded_code_covers_the_support_files_its_fingerprint_lists
     made.support = {}
     assert made.ran_current("06_e", folder) is None
     assert made.versions(folder) == "; which version of 06_e ran is not recorded"
+    made.cells = {"06_e": rehearse.code_of("06_e", folder)}
+    made.support = {"07_other": "abc"}  # the record keeps support files, but left this chapter's out: unknown
+    assert made.ran_current("06_e", folder) is None
+    made.support = {}
     rehearse.record(made, tmp_path / "r.json")
     assert '"number"' not in (tmp_path / "r.json").read_text()  # its place in the file is not written into it
     assert [r.name for r in rehearse.load(tmp_path / "r.json")] == ["rehearsal 1"]
+
+
+def test_a_chapters_recorded_code_covers_what_only_its_fresh_processes_run(tmp_path):
+    """Chapter 6 times its command line in fresh processes the kernel never imports: the notebook names those files
+    (booktools.freshness.CHILD_KEY), and a change to one makes a rehearsal of the chapter an earlier version."""
+    folder, support = tmp_path / "chapters", tmp_path / "support"
+    folder.mkdir()
+    support.mkdir()
+    (support / "cli.py").write_text("def main():\n    return 0\n")
+    chapter = nbformat.v4.new_notebook()
+    chapter.cells.append(nbformat.v4.new_code_cell("import subprocess"))
+    chapter.metadata["book"] = {"fingerprint": {"support": {}, "cells": ""}, freshness.CHILD_KEY: ["support/cli.py"]}
+    nbformat.write(chapter, folder / "06_e.ipynb")
+    seat = rehearse.Seat(1, "teacher", [rehearse.ChapterAtSeat("06_e", True, 3.0)], GIB)
+    made = rehearse.Rehearsal("two-hours", "16G", *MACHINE, "2026-11-26", 60.0, None, [seat], ["06_e"])
+    made.cells = {"06_e": rehearse.code_of("06_e", folder)}
+    made.support = {"06_e": rehearse.support_of("06_e", folder)}
+    assert made.ran_current("06_e", folder)
+    (support / "cli.py").write_text("def main():\n    return 2\n")
+    assert made.ran_current("06_e", folder) is False
