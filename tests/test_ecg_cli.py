@@ -497,10 +497,12 @@ def test_the_median_table_has_every_part_and_the_process_with_its_range():
     }
     assert table["  its range"] == {"part": "  its range", "shipped": "6.00 s–9.00 s", "control": "8.00 s–8.00 s"}
     # each run's rest is its start to finish less its start-up, the only part in sequence it has
-    assert table["the rest"] == {"part": "the rest", "shipped": "4.00 s", "control": "5.50 s"}
+    assert table["between the parts"] == {"part": "between the parts", "shipped": "4.00 s", "control": "5.50 s"}
     outside = table["Python's start and exit"]
     assert outside == {"part": "Python's start and exit", "shipped": "500 ms", "control": "500 ms"}
     assert cli_runs.outside_timing([run(6.0, 2.0, outside=0.75)]).samples == (0.75,)
+    with pytest.raises(ValueError, match="warm passes"):
+        cli_runs.outside_timing([run(6.0, 2.0) | {"warm": [{"read_to_plot_seconds": 0.4}]}])
     assert cli_runs.part_timing(runs["shipped"], "of which training").samples == (0.5, 0.7, 0.5)
     with pytest.raises(ValueError, match="a run has no part 'quality report'"):
         cli_runs.part_timing(runs["shipped"], "quality report")

@@ -19,7 +19,7 @@ def test_time_parts_name_each_part_and_the_training_within_the_pipeline():
         "of which training": "2.50 s",
         "quality report": "500 ms",
         "figures saved": "none",
-        "the rest": "250 ms",
+        "between the parts": "250 ms",
         "start to finish": "9.00 s",
     }
     assert run_report.time_parts(_run())["synthesis and CSV"] == "none"  # it read a CSV it was given
@@ -30,10 +30,10 @@ def test_the_rest_is_what_the_parts_in_sequence_leave_of_the_whole():
     run = _run(synthesize_and_write_seconds=1.0, quality_seconds=0.5, figures_seconds=0.25)
     seconds = run_report.part_seconds(run)
     in_sequence = sum(seconds[part] for part in run_report.IN_SEQUENCE)
-    assert seconds["the rest"] == pytest.approx(run["total_seconds"] - in_sequence)
-    assert seconds["the rest"] == pytest.approx(0.25)
+    assert seconds["between the parts"] == pytest.approx(run["total_seconds"] - in_sequence)
+    assert seconds["between the parts"] == pytest.approx(0.25)
     assert "of which training" not in run_report.IN_SEQUENCE  # inside the pipeline: counting it would count twice
-    assert run_report.rest_seconds(_run()) == pytest.approx(2.0)  # parts a run lacks count as nothing
+    assert run_report.between_parts_seconds(_run()) == pytest.approx(2.0)  # parts a run lacks count as nothing
 
 
 def test_time_table_has_a_row_per_part_and_a_column_per_run():

@@ -155,8 +155,11 @@ def process_timing(runs: Sequence[Mapping], label: str = "the process, end to en
 
 def outside_timing(runs: Sequence[Mapping]) -> Timing:
     """What each run's process took outside the run's own clock (``process_seconds`` less ``total_seconds``):
-    Python's start, the imports before the command's first line, and the exit, as a
-    :class:`~support.bench.Timing` (wall clock, each run's own)."""
+    Python's start, the imports before the command's first line, the report written after the clock stops
+    (``metrics.json``, the printed line) and the exit, as a :class:`~support.bench.Timing` (wall clock, each run's
+    own). Runs with warm passes (``--warm``) are refused: their passes come after the clock too."""
+    if any(run.get("warm") for run in runs):
+        raise ValueError("these runs made warm passes (--warm) after their own clock: outside it is not start and exit")
     return Timing(
         "Python's start and exit", tuple(run["process_seconds"] - run["total_seconds"] for run in runs), "wall"
     )

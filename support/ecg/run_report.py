@@ -7,9 +7,8 @@ and the parts of it: the start-up before any data (``setup_seconds``: imports, t
 synthesis and the CSV when it made its own data (``synthesize_and_write_seconds``), the pipeline
 (``pipeline_seconds``) and each stage of it (``stages``), the quality report against the ground truth when it
 had one (``quality_seconds``) and the figures saved (``figures_seconds``). What the named parts leave of the
-whole is its own part, the rest (the steps between the parts that no part times), so the parts add up to the
-whole. :func:`time_parts` names them for one run, and :func:`time_table` sets
-several runs side by side, a column each.
+whole is its own part, "between the parts" (the steps no part times), so the parts add up to the whole.
+:func:`time_parts` names them for one run, and :func:`time_table` sets several runs side by side, a column each.
 
 >>> run = {
 ...     "total_seconds": 9.0, "setup_seconds": 3.0, "pipeline_seconds": 4.0,
@@ -17,7 +16,7 @@ several runs side by side, a column each.
 ... }
 >>> time_parts(run)
 {'start-up': '3.00 s', 'synthesis and CSV': 'none', 'pipeline': '4.00 s', 'of which training': '2.50 s',
- 'quality report': 'none', 'figures saved': 'none', 'the rest': '2.00 s', 'start to finish': '9.00 s'}
+ 'quality report': 'none', 'figures saved': 'none', 'between the parts': '2.00 s', 'start to finish': '9.00 s'}
 """
 
 from __future__ import annotations
@@ -25,7 +24,8 @@ from __future__ import annotations
 from support.bench import format_seconds
 
 #: Each part of a run, and the key of ``metrics.json`` that holds its seconds; "of which training" is the
-#: pipeline's ``train`` stage and "the rest" what the parts before it leave of "start to finish" (:func:`rest_seconds`).
+#: pipeline's ``train`` stage and "between the parts" what the parts in sequence leave of "start to finish"
+#: (:func:`between_parts_seconds`).
 PARTS = {
     "start-up": "setup_seconds",
     "synthesis and CSV": "synthesize_and_write_seconds",
@@ -33,12 +33,12 @@ PARTS = {
     "of which training": None,
     "quality report": "quality_seconds",
     "figures saved": "figures_seconds",
-    "the rest": None,
+    "between the parts": None,
     "start to finish": "total_seconds",
 }
 
-#: The parts that follow one another and make up "start to finish" with "the rest" ("of which training" is inside
-#: "pipeline").
+#: The parts that follow one another and make up "start to finish" with "between the parts" ("of which training"
+#: is inside "pipeline").
 IN_SEQUENCE = ("start-up", "synthesis and CSV", "pipeline", "quality report", "figures saved")
 
 
@@ -50,10 +50,10 @@ def training_seconds(run: dict) -> float:
     raise ValueError("the run's report has no train stage: is it a metrics.json of python -m support.ecg?")
 
 
-def rest_seconds(run: dict) -> float:
+def between_parts_seconds(run: dict) -> float:
     """What the parts of :data:`IN_SEQUENCE` the run had leave of its ``total_seconds``: the time no part names.
 
-    >>> rest_seconds({"total_seconds": 6.0, "setup_seconds": 2.5, "pipeline_seconds": 3.0})
+    >>> between_parts_seconds({"total_seconds": 6.0, "setup_seconds": 2.5, "pipeline_seconds": 3.0})
     0.5
     """
     return run["total_seconds"] - sum(run.get(PARTS[part]) or 0.0 for part in IN_SEQUENCE)
@@ -62,7 +62,7 @@ def rest_seconds(run: dict) -> float:
 def part_seconds(run: dict) -> dict[str, float | None]:
     """Each of :data:`PARTS` of the run in seconds, ``None`` for a part the run did not have (the synthesis when it
     read a CSV it was given, the quality report without truth)."""
-    computed = {"of which training": training_seconds, "the rest": rest_seconds}
+    computed = {"of which training": training_seconds, "between the parts": between_parts_seconds}
     return {part: computed[part](run) if part in computed else run.get(key) for part, key in PARTS.items()}
 
 
