@@ -138,7 +138,8 @@ def rehearsal_label(rehearsal, chapter: str | None = None) -> str:
             version = f"; ran an earlier version of {chapter}"
         elif current is None:
             version = f"; which version of {chapter} ran is not recorded"
-    seats = f"{len(rehearsal.seats)} seats of {rehearsal.limit}, {rehearsal.date}"
+    count = len(rehearsal.seats)
+    seats = f"{count} seat{'' if count == 1 else 's'} of {rehearsal.limit}, {rehearsal.date}"
     return f"{number} ({rehearsal.agenda}{part}{'' if part else ','} {seats}{version})"
 
 

@@ -260,7 +260,7 @@ def test_a_chapter_is_paced_by_its_slowest_seat_where_a_rehearsal_ran_it_slower_
     assert found == {  # no record of the current code: the slowest passing seat of any, not the most crowded
         "01_why_gpus": (
             900.0,
-            "2 rehearsals of an earlier or unrecorded version (none of the current), rehearsal 1 (two-hours, 1 seats "
+            "2 rehearsals of an earlier or unrecorded version (none of the current), rehearsal 1 (two-hours, 1 seat "
             "of 14G, 2026-11-26)",
         )
     }

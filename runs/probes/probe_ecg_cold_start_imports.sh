@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Issue 40, item 5: a fresh `python -m support.ecg --hours 20` under 6 s end to end on the H100 (it took 6.99 s).
-# Times the command at BASE's support/ (default HEAD~1: scipy.fft at import, figures through pyplot) against NEW's
-# (default HEAD: neither on the cold path), each from its own `git archive` copy in a temp dir, so the two runs
-# differ in the code only. Same command as runs/probes/probe_ecg_cold_start.py (--hours 20 --seed 0 --no-progress);
-# every output goes to a temp dir, never into the repository.
-# Run on the GPU host from the repository root:  bash runs/probes/probe_ecg_cold_start_imports.sh [BASE] [NEW] [RUNS]
+# Times the command at BASE's support/ against NEW's, each a git ref (its `git archive`) or a folder holding a
+# support/ tree (a GPU host's copy of the book has no .git), copied into a temp dir, so the two runs differ in the
+# code only. Same command as runs/probes/probe_ecg_cold_start.py (--hours 20 --seed 0 --no-progress); every output
+# goes to a temp dir, never into the repository. The host's PYTHONPATH is kept behind the copied code.
+# Run on the GPU host from the repository root:  bash runs/probes/probe_ecg_cold_start_imports.sh BASE NEW [RUNS]
 set -euo pipefail
-BASE=${1:-HEAD~1}
-NEW=${2:-HEAD}
+BASE=${1:?give BASE and NEW: a git ref or a folder holding support/}
+NEW=${2:?give BASE and NEW: a git ref or a folder holding support/}
 RUNS=${3:-5}
 EXTRA=${ECG_EXTRA_ARGS:-}  # a smoke test off the GPU host: ECG_EXTRA_ARGS="--device cpu --hours 0.05"
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/ecg-cold-imports-XXXXXX")
