@@ -26,8 +26,10 @@ MIN_SAMPLES_PER_SIGMA = 1.5
 
 def next_fast_len(n: int) -> int:
     """The smallest 5-smooth number (2**a * 3**b * 5**c) at least ``n``: ``scipy.fft.next_fast_len(n, real=True)``
-    without importing SciPy's FFT package, which was half a second of the command line's cold start on the H100
-    host (runs/probes/probe_ecg_cold_start_h100_2026-11-26.log). tests/test_ecg_cli.py checks it against SciPy.
+    without importing SciPy's FFT package, whose import was 0.55 s of the command line's cold start under cProfile
+    on the H100 host (a run of 11.9 s under the profiler, which inflates it); ``-X importtime`` put it under 0.39 s,
+    the least of the slowest imports it lists (runs/probes/probe_ecg_cold_start_h100_2026-11-26.log).
+    tests/test_ecg_cli.py checks it against SciPy.
 
     >>> [next_fast_len(n) for n in (1, 7, 11, 17, 97, 18_000_081)]
     [1, 8, 12, 18, 100, 18225000]
