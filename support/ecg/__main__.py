@@ -59,12 +59,9 @@ FIGURE_MODULES = ("matplotlib.figure", "matplotlib.backends.backend_agg")
 
 def start_importing(modules) -> threading.Thread:
     """Import ``modules`` in a background thread and return it: a cold process loads them while it waits on the GPU
-    (cuDF's read, the training's graph), and the figures find them loaded; on the CPU route there is no wait to fill.
+    (cuDF's read, the training), and the figures find them loaded; on the CPU route there is no wait to fill.
     Join the thread before using them. A failed import there is left for the main thread's own import to report,
-    with its traceback.
-
-    >>> start_importing(["no_such_module_here", "colorsys"]).join(); "colorsys" in sys.modules
-    True
+    with its traceback (tests/test_ecg_cli.py runs it in a fresh process, where the module it loads was absent).
     """
 
     def load() -> None:
@@ -354,8 +351,9 @@ def run(args: argparse.Namespace) -> int:
         from support.traffic import TrafficMeter  # noqa: PLC0415 - only with --traffic (CUPTI)
 
         meter = TrafficMeter()
-    # on the GPU, while cuDF parses the CSV (pylibcudf's read_csv runs libcudf's reader outside Python's lock) and
-    # the pipeline trains.
+    # on the GPU, while cuDF parses the CSV (pylibcudf's read_csv calls libcudf's reader `with nogil`, in cuDF's
+    # python/pylibcudf/pylibcudf/io/csv.pyx, read at a 2026 commit, not at the host's 26.10 tag) and the pipeline
+    # trains.
     # Not during the synthesis, a stream of kernel launches from Python: a thread importing beside it made the runs
     # no shorter (runs/probes/README.md, probe_import_ahead). On the CPU the thread competes with the work itself
     # (a run of --hours 0.05 on two cores took longer with it).
