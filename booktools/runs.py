@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from booktools import evidence, notebooks, records
-from booktools.mps import check_limit
+from booktools.mps import check_limit, nvml_index
 from booktools.paths import README, ROOT
 from support import env
 from support.claims import LOG_VARIABLE
@@ -107,11 +107,14 @@ def visible_gpu(environ: Mapping[str, str] | None = None) -> int:
 
     >>> visible_gpu({}), visible_gpu({"CUDA_VISIBLE_DEVICES": "1"}), visible_gpu({"CUDA_VISIBLE_DEVICES": "3,2"})
     (0, 1, 3)
-    >>> visible_gpu({"CUDA_VISIBLE_DEVICES": "GPU-8f1c"})  # a UUID: the first GPU is the best guess
+    >>> visible_gpu({"CUDA_VISIBLE_DEVICES": "GPU-8f1c"})  # a UUID NVML does not find here: GPU 0 is the best guess
     0
+
+    The list is read as :func:`booktools.mps.nvml_index` reads it (a UUID is looked up through NVML), so a run and
+    a rehearsal under the same ``CUDA_VISIBLE_DEVICES`` are measured on the same card.
     """
-    first = (os.environ if environ is None else environ).get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip()
-    return int(first) if first.isdigit() else 0
+    found = nvml_index(0, os.environ if environ is None else environ)
+    return 0 if found is None else found
 
 
 def gpu_memory_used(index: int | None = None) -> int | None:

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from booktools import evidence, runs
+from booktools import evidence, mps, runs
 from booktools.runs import ChapterRun, RunGroup
 from support.claims import LOG_VARIABLE
 from support.units import GIB
@@ -139,3 +139,11 @@ def test_each_chapter_is_recorded_into_its_setups_group_with_its_claims(tmp_path
 
     (recorded,) = evidence.load(claims_file)
     assert recorded.chapters == {"01_a": [claim]}  # a chapter that checked no claim adds none
+
+
+def test_a_run_reads_the_gpu_named_by_uuid_as_a_rehearsal_does(monkeypatch):
+    """CUDA_VISIBLE_DEVICES=GPU-...: the run's memory is sampled on the card NVML finds for that UUID, as
+    booktools.mps.nvml_index finds it for a rehearsal, not on GPU 0."""
+    monkeypatch.setattr(mps, "index_of_uuid", {"GPU-2a": 2}.get)  # NVML's answer for the one UUID it knows
+    assert runs.visible_gpu({"CUDA_VISIBLE_DEVICES": "GPU-2a"}) == 2
+    assert runs.visible_gpu({"CUDA_VISIBLE_DEVICES": "GPU-8f1c"}) == 0  # NVML does not know it: the best guess
