@@ -409,7 +409,7 @@ def chapter_plan(chapter: str, minutes: float, run_seconds: float, folder: Path 
             how = f"live {section['live']}, talk {section['cells'] - section['live']}"
         else:
             how = "run through" if section["cells"] else "read"
-        through = section["cells"] * (per_cell + TALK_SECONDS["room runs through"])  # its cost if run through
+        through = cost({**section, "discussed": False, "live": 0})  # its cost if run through
         rows.append(
             {
                 "section": section["title"],
