@@ -575,18 +575,3 @@ def test_the_saved_figures_drawn_outside_pyplot_are_the_notebook_s_pixels():
     lengths = np.random.default_rng(2).uniform(100, 300, 5000)
     assert png(plots.lengths_figure(lengths, 250.0, pyplot=False)) == png(plots.lengths_figure(lengths, 250.0))
 
-
-def test_the_figure_modules_load_in_the_background_and_a_failure_is_left_to_the_main_thread():
-    code = (
-        "import sys\n"
-        "from support.ecg import __main__ as cli\n"
-        "cli.start_importing(cli.FIGURE_MODULES).join()\n"
-        "assert 'colorsys' not in sys.modules\n"
-        "cli.start_importing(['no_such_module_here', 'colorsys']).join()\n"
-        "print(sorted(m for m in (*cli.FIGURE_MODULES, 'colorsys', 'matplotlib.pyplot') if m in sys.modules))\n"
-    )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=600)
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert done.stderr == ""  # the failed import in the thread printed nothing: the main thread's import reports it
-    loaded = json.loads(done.stdout.strip().splitlines()[-1].replace("'", '"'))
-    assert loaded == ["colorsys", "matplotlib.backends.backend_agg", "matplotlib.figure"]  # and not pyplot

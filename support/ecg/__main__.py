@@ -14,13 +14,11 @@ and ``--out`` is created only once there is something to write into it.
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import math
 import os
 import re
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -50,30 +48,6 @@ MAX_WARM = 100
 #: without a word.
 BYTES_PER_SAMPLE = 300
 CPU_HINT = "run it on the CPU with --device cpu (slower, no GPU needed)"
-
-
-#: What drawing and saving the figures imports (matplotlib's Figure and its Agg canvas, outside pyplot: ``plots``'
-#: ``pyplot=False``); :func:`start_importing` loads it while the GPU works.
-FIGURE_MODULES = ("matplotlib.figure", "matplotlib.backends.backend_agg")
-
-
-def start_importing(modules) -> threading.Thread:
-    """Import ``modules`` in a background thread and return it: a cold process loads them while it waits on the GPU
-    (cuDF's read, the training), and the figures find them loaded; on the CPU route there is no wait to fill.
-    Join the thread before using them. A failed import there is left for the main thread's own import to report,
-    with its traceback (tests/test_ecg_cli.py runs it in a fresh process, where the module it loads was absent).
-    """
-
-    def load() -> None:
-        for name in modules:
-            try:
-                importlib.import_module(name)
-            except Exception:  # noqa: BLE001, S112 - the main thread's import of it says what went wrong
-                continue
-
-    thread = threading.Thread(target=load, name="figure imports", daemon=True)
-    thread.start()
-    return thread
 
 
 class UserError(Exception):
@@ -351,13 +325,6 @@ def run(args: argparse.Namespace) -> int:
         from support.traffic import TrafficMeter  # noqa: PLC0415 - only with --traffic (CUPTI)
 
         meter = TrafficMeter()
-    # on the GPU, while cuDF parses the CSV (pylibcudf's read_csv calls libcudf's reader `with nogil`, in cuDF's
-    # python/pylibcudf/pylibcudf/io/csv.pyx, read at a 2026 commit, not at the host's 26.10 tag) and the pipeline
-    # trains.
-    # Not during the synthesis, a stream of kernel launches from Python: a thread importing beside it made the runs
-    # no shorter (runs/probes/README.md, probe_import_ahead). On the CPU the thread competes with the work itself
-    # (a run of --hours 0.05 on two cores took longer with it).
-    figure_imports = start_importing(FIGURE_MODULES if args.device == "gpu" else ())
     log = pipeline.StageLog(meter=meter)
     started = time.perf_counter()
     with log.stage("read"):
@@ -380,7 +347,6 @@ def run(args: argparse.Namespace) -> int:
         report["quality"] = pipeline.evaluate(result, *truth)
         report["quality_seconds"] = time.perf_counter() - started  # the VAE and the baselines scored
     started = time.perf_counter()
-    figure_imports.join()  # the figures' part counts what the import had left to do
     output_folder.make_folder(args.out)
     with output_folder.create(args.out / "stream.png", overwrite=args.overwrite) as figure:
         plots.stream_figure(result.recording.signal, args.fs, result.beats.peaks, pyplot=False).savefig(figure)
