@@ -21,6 +21,7 @@ a chapter when the book is built, so the note appears and disappears with the co
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import io
 import json
@@ -86,9 +87,11 @@ def file_hash(path: Path) -> str:
     return code_hash(path.read_bytes(), path.suffix)
 
 
+@functools.lru_cache(maxsize=1024)
 def code_hash(data: bytes, suffix: str) -> str:
     """:func:`file_hash` of a file's bytes ``data`` and name ending ``suffix`` (``".py"``): for a file read from
-    elsewhere than the disk (an older commit's, from git)."""
+    elsewhere than the disk (an older commit's, from git). Remembered by the bytes themselves: the teachers' page
+    asks it for the same support files once per rehearsal and chapter, and parsing them is the slow part."""
     return hashlib.sha256(_code_of(data, suffix)).hexdigest()[:16]
 
 
