@@ -84,11 +84,20 @@ def nvml_index(device: int, environ: Mapping[str, str] | None = None) -> int | N
     (1, None)
     >>> nvml_index(0, {"CUDA_VISIBLE_DEVICES": "MIG-8f1c"}), nvml_index(0, {"CUDA_VISIBLE_DEVICES": ""})
     (None, None)
+    >>> nvml_index(1, {"CUDA_VISIBLE_DEVICES": "0,2,-1,1"}), nvml_index(2, {"CUDA_VISIBLE_DEVICES": "0,2,-1,1"})
+    (2, None)
+
+    An entry that is neither an index nor a UUID ends the list, as CUDA reads it (its programming guide's
+    ``CUDA_VISIBLE_DEVICES`` example; PyTorch's ``torch.cuda._parse_visible_devices`` parses it the same way).
     """
     visible = (os.environ if environ is None else environ).get("CUDA_VISIBLE_DEVICES")
     if visible is None:
         return device
-    entries = [entry.strip() for entry in visible.split(",")] if visible.strip() else []
+    entries = []
+    for entry in (entry.strip() for entry in visible.split(",")) if visible.strip() else ():
+        if not (entry.isdigit() or entry.startswith(("GPU-", "MIG-"))):
+            break  # CUDA sees only the GPUs listed before an invalid entry (``0,2,-1,1``: 0 and 2)
+        entries.append(entry)
     if device >= len(entries):
         return None
     entry = entries[device]
