@@ -574,4 +574,3 @@ def test_the_saved_figures_drawn_outside_pyplot_are_the_notebook_s_pixels():
     assert png(alone) == png(plots.stream_figure(signal, 250.0, peaks))
     lengths = np.random.default_rng(2).uniform(100, 300, 5000)
     assert png(plots.lengths_figure(lengths, 250.0, pyplot=False)) == png(plots.lengths_figure(lengths, 250.0))
-
