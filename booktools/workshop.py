@@ -123,7 +123,8 @@ try:
 except ImportError as error:
     sys.exit(
         f"the book is not installed in this Python ({{error}}): run this with the Python or Jupyter kernel your "
-        "teacher named for the workshop; if that is the one, tell your teacher"
+        "teacher named for the workshop; if that is the one, tell your teacher. Without the workshop's server or a "
+        "GPU, you can still follow: chapter 0's 'Before the workshop, and without a GPU' says how"
     )
 
 sys.exit(check_seat({chapters!r}))
@@ -266,7 +267,15 @@ def render_exercises(cells: list, numbers: dict[str, str], name: str = "notebook
 
 def edition_links(text: str, pages: set[str], url: str | None) -> str:
     """``text`` with each link to a book page the edition lacks pointed at the published book (``url``), or, with
-    no address known, left as its words; links to the edition's pages, files and the web are kept."""
+    no address known, left as its words; links to the edition's pages, files and the web are kept.
+
+    Words left alone say where the page is, "(in the published book)", except where a bracket would land inside
+    a phrase: before a possessive ("chapter 4's pool") they stay bare, and inside brackets of the sentence they
+    read "in the published book" without brackets of their own.
+
+    >>> edition_links("on [chapter 4](04_x.ipynb)'s pool ([chapter 2](02_y.ipynb))", set(), None)
+    "on chapter 4's pool (chapter 2 in the published book)"
+    """
 
     def relink(match: re.Match) -> str:
         bang, words, target = match.groups()
@@ -276,6 +285,12 @@ def edition_links(text: str, pages: set[str], url: str | None) -> str:
         if Path(page).stem in pages:
             return match.group(0)
         if url is None:
+            before = match.string[: match.start()].rsplit("\n\n", 1)[-1]  # this paragraph, up to the link
+            after = match.string[match.end() :]
+            if after.startswith(("'s", "’s")):
+                return words
+            if before.count("(") > before.count(")"):  # inside the sentence's own brackets
+                return f"{words} in the published book"
             return f"{words} (in the published book)"
         return f"[{words}]({url}/chapters/{Path(page).stem}.html{'#' + anchor if anchor else ''})"
 

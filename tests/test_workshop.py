@@ -89,6 +89,17 @@ def test_links_to_pages_outside_the_edition_go_to_the_published_book_or_become_w
     )
 
 
+def test_a_link_left_as_words_keeps_the_sentence_readable():
+    text = (
+        "On [chapter 4](04_x.ipynb)'s pool (see [chapter 2](02_y.ipynb)).\n\nA list: 1) first (\n\n"
+        "[chapter 5](05_z.ipynb)."
+    )
+    assert workshop.edition_links(text, set(), None) == (
+        "On chapter 4's pool (see chapter 2 in the published book).\n\nA list: 1) first (\n\n"
+        "chapter 5 (in the published book)."  # an open bracket of an earlier paragraph does not count
+    )
+
+
 def test_the_check_catches_a_surviving_solution_or_a_lost_exercise():
     original = chapter_with_an_exercise()
     with pytest.raises(WorkshopError, match="cell 1: an output survived"):
