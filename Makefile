@@ -126,7 +126,8 @@ test-gpu-16gb:
 		$(MAKE) test-gpu PYTHON=$(GPU_PYTHON)
 
 workshop: $(BOOK_DEPS)
-	$(PY) -m booktools.workshop $(if $(filter command line environment,$(origin AGENDA)),--agenda $(AGENDA))
+	$(PY) -m booktools.workshop $(if $(filter command line environment,$(origin AGENDA)),--agenda $(AGENDA)) \
+	  $(if $(BOOK_URL),--book-url "$(BOOK_URL)")
 	$(if $(filter command line environment,$(origin AGENDA)),$(PY) -m booktools.plan $(AGENDA) _build/workshop-teacher/plan.md)
 
 # The book's version, written once in pyproject.toml (booktools/edition.py puts it in the page header too).
