@@ -87,8 +87,9 @@ def nvml_index(device: int, environ: Mapping[str, str] | None = None) -> int | N
     >>> nvml_index(1, {"CUDA_VISIBLE_DEVICES": "0,2,-1,1"}), nvml_index(2, {"CUDA_VISIBLE_DEVICES": "0,2,-1,1"})
     (2, None)
 
-    An entry that is neither an index nor a UUID ends the list, as CUDA reads it (its programming guide's
-    ``CUDA_VISIBLE_DEVICES`` example; PyTorch's ``torch.cuda._parse_visible_devices`` parses it the same way).
+    An entry that is neither an index nor a UUID ends the list, as in the CUDA programming guide's
+    ``CUDA_VISIBLE_DEVICES`` example. Finer rules CUDA applies (a repeated entry, digits followed by letters, an
+    index past the last GPU; PyTorch's ``torch.cuda._parse_visible_devices`` models some) are not followed.
     """
     visible = (os.environ if environ is None else environ).get("CUDA_VISIBLE_DEVICES")
     if visible is None:

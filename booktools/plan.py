@@ -202,9 +202,10 @@ def plan_text(agenda: str) -> str:
         f"# The plan of the {agenda} agenda (from the teachers' page)\n\n```text\n{body}\n```\n\n"
         f"## What each chapter teaches\n\n{teaches}\n\n"
         "## Claims that stopped seats at the rehearsals\n\n"
-        "Timing claims the rest of the room slows: say before the cell that it may stop, and that the seats run the\n"
-        "cells below it (Run → Run Selected Cell and All Below). Cells are numbered as the expected-output sheet\n"
-        "numbers them.\n\n" + "\n".join(stops) + "\n"
+        "Timing claims the rest of the room slows: say before the cell that it may stop, and that the seats\n"
+        "then click the cell under it and run that one and all below (Run → Run Selected Cell and All Below;\n"
+        "from the cell that stopped, it would run the claim again). Cells are numbered as the expected-output\n"
+        "sheet numbers them.\n\n" + "\n".join(stops) + "\n"
     )
 
 

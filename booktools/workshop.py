@@ -286,6 +286,7 @@ def edition_links(text: str, pages: set[str], url: str | None) -> str:
             return match.group(0)
         if url is None:
             before = match.string[: match.start()].rsplit("\n\n", 1)[-1]  # this paragraph, up to the link
+            before = re.sub(r"`[^`]*`", "", before)  # brackets in code are not the sentence's
             after = match.string[match.end() :]
             if after.startswith(("'s", "’s")):
                 return words
@@ -320,8 +321,8 @@ and each problem comes with what to do.
 Run each chapter from the top, one cell after the other: a later cell uses what the earlier ones made. Each
 exercise has an empty cell under it for your answer. A cell that checks a claim prints a line starting with ✓;
 on a GPU the whole room shares, a timing claim can miss its bar and stop the chapter there (`ClaimError`). That
-is the book checking itself, not your mistake: read the figure it printed beside its control, then run the
-cells below it (Run → Run Selected Cell and All Below).
+is the book checking itself, not your mistake: read the figure it printed beside its control, then click the
+cell under it and run from there (Run → Run Selected Cell and All Below).
 
 Without a GPU you can still follow: {where} shows every chapter executed on the book's GPU, with its outputs
 and the solutions, and chapter 6's pipeline runs on the CPU wherever the book's libraries are installed, from a

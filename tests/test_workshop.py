@@ -98,6 +98,11 @@ def test_a_link_left_as_words_keeps_the_sentence_readable():
         "On chapter 4's pool (see chapter 2 in the published book).\n\nA list: 1) first (\n\n"
         "chapter 5 (in the published book)."  # an open bracket of an earlier paragraph does not count
     )
+    in_code = "Call `f(x` on [chapter 5](05_z.ipynb)\u2019s data."
+    assert workshop.edition_links(in_code, set(), None) == "Call `f(x` on chapter 5\u2019s data."
+    assert workshop.edition_links("Call `f(x` in [chapter 5](05_z.ipynb).", set(), None) == (
+        "Call `f(x` in chapter 5 (in the published book)."  # a bracket in code is not the sentence's
+    )
 
 
 def test_the_check_catches_a_surviving_solution_or_a_lost_exercise():

@@ -6,8 +6,9 @@ Three kinds of fresh process, each started the way chapter 6 starts the command 
 bytecode cache, as a user's second run has), one unreported warm-up of each, then ``RUNS`` rounds in turns:
 
 - ``command``: the command line as shipped (``cli_runs.run_command_line``), its parts and its wall time;
-- ``start-up only``: the command line's own start-up and nothing else (its imports, the GPU check, the pool, the
-  pipeline's modules), then ``os._exit``: what no run of this command can go below;
+- ``start-up only``: the command line's own start-up and nothing else (its imports, the GPU check, the free
+  memory read, the pool, the pipeline's modules, the versions it records), then ``os._exit``: what no run of
+  this command can go below;
 - ``libraries only``: ``import torch, cudf, cupy`` and a CUDA context, then ``os._exit``: what any program
   with these libraries pays before it does anything.
 
@@ -19,6 +20,7 @@ would have to fit in.
 from __future__ import annotations
 
 import json
+import shutil
 import statistics
 import subprocess
 import sys
@@ -34,10 +36,13 @@ START_UP_ONLY = """
 import os, sys
 from support.ecg import __main__ as cli
 from support.memory import use_one_pool
+from support import env
 cli.check_gpu()
+cli.available_memory("gpu")
 use_one_pool(pytorch=False)
 import cupy
 from support.ecg import pipeline, plots, reading, synthetic
+env.stack_versions()
 sys.stdout.flush()
 os._exit(0)
 """
@@ -100,6 +105,7 @@ def main(log_dir: Path, runs: int) -> None:
     (log_dir / "probe_ecg_first_command_floor.json").write_text(
         json.dumps({"seconds": summary, "reports": reports}, indent=1, default=str)
     )
+    shutil.rmtree(work)  # the runs' CSVs and figures
 
 
 if __name__ == "__main__":
