@@ -376,12 +376,33 @@ def participant_notebook(notebook, name: str = "notebook", numbers: dict[str, st
     for cell in cells:
         if cell.cell_type == "code":
             cell.outputs, cell.execution_count = [], None
+            cell.source = seat_check(cell.source)
         else:
             cell.source = fit_for_edition(cell.source)
             if pages is not None:
                 cell.source = edition_links(cell.source, set(pages), url)
     edition.cells = cells
     return edition
+
+
+#: The book's first check of a chapter, which the edition words for a seat (:mod:`booktools.seat`).
+BOOK_CHECK = re.compile(r"\bneeds\.check_gpu\(")
+
+
+def seat_check(source: str) -> str:
+    """A code cell's ``source`` with the book's GPU check (``needs.check_gpu``) replaced by the seat's
+    (:func:`booktools.seat.check_gpu`: the same check, its stop worded for a participant, no traceback).
+
+    >>> print(seat_check('from support import env, needs\\n\\nneeds.check_gpu("01_a")\\nenv.banner()'))
+    from booktools import seat
+    from support import env, needs
+    <BLANKLINE>
+    seat.check_gpu("01_a")
+    env.banner()
+    """
+    if not BOOK_CHECK.search(source):
+        return source
+    return "from booktools import seat\n" + BOOK_CHECK.sub("seat.check_gpu(", source)
 
 
 def chapter_edition(chapter: str, folder: Path):
