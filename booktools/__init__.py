@@ -12,6 +12,7 @@ module          what                                                            
 ``teaching``    the teachers' page's tables, from the runs
 ``evidence``    the claims on record, the page Claims and evidence                    ``make compare``
 ``workshop``    the participant edition                                               ``make workshop``
+``seat``        each chapter's first check in the edition, worded for a participant   ``make workshop``
 ``rehearse``    a workshop's seats run at once under MPS, and their records           ``make rehearse``
 ``room``        a room's servers, one a seat, one kernel each (``room_kernels``)      ``python -m ...room``
 ``plan``        the teacher's plan of one agenda, paced by the rehearsals, as a file  ``make workshop``
