@@ -1,4 +1,5 @@
-"""The book's own tooling: what builds, executes, measures and checks the book. Chapters never import it.
+"""The book's own tooling: what builds, executes, measures and checks the book. The book's chapters never import
+it; the participant edition's chapters import :mod:`booktools.seat` for their first check.
 
 ==============  ====================================================================  =====================
 module          what                                                                  command

@@ -11,23 +11,24 @@ from __future__ import annotations
 
 from support import env, needs
 
+#: What a participant does when the seat's share of GPU memory is too small, or cannot be read.
+MEMORY_ADVICE = (
+    "Shut down the kernels of the chapters you have finished (Kernel → Shut Down All Kernels, or the Running "
+    "panel), then restart this notebook's kernel and run from the top; if it stops again, tell your teacher. "
+    "To try anyway: insert a cell above this one, run `%env GPU_INTEROP_SKIP_MEMORY_CHECK=1` there, then run "
+    "this cell again."
+)
 #: What a participant does, by the kind of stop, keyed by words of :func:`support.env.require_gpu`'s messages
 #: (tests/test_seat.py makes each message and checks its advice).
 ADVICE = {
     "none is usable": (
-        "On the workshop's GPU server, open this notebook in the kernel your teacher named, or tell your teacher. "
+        "On the workshop's GPU server, open this notebook in the kernel your teacher named, or tell your teacher; "
+        "once the seat is fixed, restart this notebook's kernel (Kernel → Restart Kernel) and run from the top. "
         "On a computer of your own, follow along without a GPU: chapter 0's 'Before the workshop, and without a "
         "GPU' says where the book's executed chapters are, and which chapter runs on the CPU."
     ),
-    "GPUs and this machine has": (
-        "This chapter needs more GPUs than this seat has: follow it in the published book, or ask your teacher "
-        "for a seat with more."
-    ),
-    "GiB of GPU memory": (
-        "Shut down the kernels of the chapters you have finished (Kernel → Shut Down All Kernels, or the Running "
-        "panel), then restart this notebook's kernel and run from the top; if it stops again, tell your teacher. "
-        "To try anyway, run `%env GPU_INTEROP_SKIP_MEMORY_CHECK=1` in a cell above this one first."
-    ),
+    "GPUs and this machine has": "This seat has fewer GPUs than the chapter asks for here: tell your teacher.",
+    "GiB of GPU memory": MEMORY_ADVICE,
 }
 #: ... and where the reason is none of those.
 OTHER_ADVICE = "Tell your teacher, with this message."
@@ -66,3 +67,5 @@ def check_gpu(chapter: str, **options) -> env.Gpu:
         return needs.check_gpu(chapter, **options)
     except env.GpuUnavailableError as error:
         raise SeatNotReady(for_participant(str(error))) from None
+    except OSError as error:  # the driver refused the memory read (no context left in a used-up MPS share)
+        raise SeatNotReady(f"This seat's GPU memory could not be read ({error}). {MEMORY_ADVICE}") from None

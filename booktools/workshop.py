@@ -645,9 +645,9 @@ named (from a notebook cell: `!{{sys.executable}} check_setup.py` after `import 
 library once on the GPU, compares the memory your seat can use with what these chapters need, and checks the
 files; each problem comes with what to do.
 
-The chapters import the book's `support` package, installed once on the server for everyone; the folder can
-live anywhere, a home directory included. Run chapter 0 first, then each chapter from the top, one cell after
-the other.
+The chapters import the book's `support` and `booktools` packages, installed once on the server for everyone;
+the folder can live anywhere, a home directory included. Run chapter 0 first, then each chapter from the top,
+one cell after the other.
 
 Without a GPU you can still follow: chapter 0's section "Before the workshop, and without a GPU" says where the
 book's executed chapters are and which chapter runs on the CPU.
