@@ -171,7 +171,7 @@ def what_may_stop_the_room(chapters: list[str], rehearsals, claim_runs=None) -> 
             number = cell_number(chapter, f'"{claim}"')
             where = f"In [{number}]" if number else "its cell"
             stops = "; ".join(
-                f"{r['stopped seats']} of {r['seats']} seats (rehearsal {r['rehearsal']}"
+                f"{r['stopped seats']} of {r['seats']} seats ({r['rehearsal']}"
                 + (f", at {r['stopped at']})" if r["stopped at"] else ")")
                 for r in seen
             )

@@ -669,10 +669,12 @@ def load(path: Path = RECORDS) -> list[Rehearsal]:
 
 
 def record(rehearsal: Rehearsal, path: Path = RECORDS) -> None:
-    """Append ``rehearsal`` to the records (every rehearsal is kept); its place there is its number."""
+    """Append ``rehearsal`` to the records (every rehearsal is kept); its place there is its number, which
+    ``rehearsal`` takes, so that what is printed after names the record (:attr:`Rehearsal.name`)."""
     data = asdict(rehearsal)
     del data["number"]  # the place in the file, not a fact of the run
     records.append(records.REHEARSALS, data, path)
+    rehearsal.number = len(records.load(records.REHEARSALS, path))
 
 
 def main(argv: list[str] | None = None) -> int:

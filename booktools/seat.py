@@ -11,6 +11,13 @@ from __future__ import annotations
 
 from support import env, needs
 
+#: Where a participant without a GPU is sent: chapter 0's section of the edition (``workshop.participant_setup``),
+#: named alike by this check, the set-up check and its fallback (:mod:`booktools.workshop`).
+WITHOUT_A_GPU_SECTION = "chapter 0's 'Before the workshop, and without a GPU'"
+#: ... and what that section says.
+FOLLOW_WITHOUT_A_GPU = (
+    f"{WITHOUT_A_GPU_SECTION} says where the book's executed chapters are, and which chapter runs on the CPU"
+)
 #: What a participant does when the seat's share of GPU memory is too small, or cannot be read.
 MEMORY_ADVICE = (
     "Shut down the kernels of the chapters you have finished (Kernel → Shut Down All Kernels, or the Running "
@@ -24,8 +31,7 @@ ADVICE = {
     "none is usable": (
         "On the workshop's GPU server, open this notebook in the kernel your teacher named, or tell your teacher; "
         "once the seat is fixed, restart this notebook's kernel (Kernel → Restart Kernel) and run from the top. "
-        "On a computer of your own, follow along without a GPU: chapter 0's 'Before the workshop, and without a "
-        "GPU' says where the book's executed chapters are, and which chapter runs on the CPU."
+        f"On a computer of your own, follow along without a GPU: {FOLLOW_WITHOUT_A_GPU}."
     ),
     "GPUs and this machine has": "This seat has fewer GPUs than the chapter asks for here: tell your teacher.",
     "GiB of GPU memory": MEMORY_ADVICE,
@@ -68,4 +74,6 @@ def check_gpu(chapter: str, **options) -> env.Gpu:
     except env.GpuUnavailableError as error:
         raise SeatNotReady(for_participant(str(error))) from None
     except OSError as error:  # the driver refused the memory read (no context left in a used-up MPS share)
+        if error.filename is not None:  # a file the check reads (the chapters' needs), not the driver: the book's
+            raise
         raise SeatNotReady(f"This seat's GPU memory could not be read ({error}). {MEMORY_ADVICE}") from None

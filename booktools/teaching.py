@@ -122,12 +122,11 @@ def runs_together(groups: Sequence[RunGroup] | None = None) -> list[dict]:
 
 
 def rehearsal_label(rehearsal, chapter: str | None = None) -> str:
-    """A rehearsal as the teachers' page names it after the word "rehearsal": its number in
-    ``runs/rehearsals.json`` (:attr:`booktools.rehearse.Rehearsal.name`), then its agenda (with the chapters it ran
-    where it ran only some), seats, share and date, ``"10 (two-hours, 4 seats of 16G, 2026-11-26)"``; records alike
-    in all else differ by the number. With ``chapter``, it says where the seats ran an earlier version of that
-    chapter's code, or one not recorded (:meth:`booktools.rehearse.Rehearsal.ran_current`)."""
-    number = "?" if rehearsal.number is None else rehearsal.number
+    """A rehearsal as the teachers' page names it: its name (:attr:`booktools.rehearse.Rehearsal.name`, its number in
+    ``runs/rehearsals.json``), then its agenda (with the chapters it ran where it ran only some), seats, share and
+    date, ``"rehearsal 10 (two-hours, 4 seats of 16G, 2026-11-26)"``; records alike in all else differ by the
+    number. With ``chapter``, it says where the seats ran an earlier version of that chapter's code, or one not
+    recorded (:meth:`booktools.rehearse.Rehearsal.ran_current`)."""
     part = ""
     if rehearsal.chapters and list(rehearsal.chapters) != list(AGENDAS.get(rehearsal.agenda, [])):
         part = f": chapters {', '.join(name[:2] for name in rehearsal.chapters)};"
@@ -140,7 +139,7 @@ def rehearsal_label(rehearsal, chapter: str | None = None) -> str:
             version = f"; which version of {chapter} ran is not recorded"
     count = len(rehearsal.seats)
     seats = f"{count} seat{'' if count == 1 else 's'} of {rehearsal.limit}, {rehearsal.date}"
-    return f"{number} ({rehearsal.agenda}{part}{'' if part else ','} {seats}{version})"
+    return f"{rehearsal.name} ({rehearsal.agenda}{part}{'' if part else ','} {seats}{version})"
 
 
 #: Where a seat's first error says it stopped: ``"In [54], cell 99"`` (records since the sheet's numbers were kept)
@@ -473,7 +472,7 @@ def seconds_at_the_seats(chapters: Sequence[str], rehearsals: Sequence) -> dict[
                 if current
                 else f"{n} rehearsal{'s' if n > 1 else ''} of an earlier or unrecorded version (none of the current)"
             )
-            found[chapter] = (seconds, f"{over}, rehearsal {rehearsal_label(slowest)}")
+            found[chapter] = (seconds, f"{over}, {rehearsal_label(slowest)}")
     return found
 
 

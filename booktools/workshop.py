@@ -45,7 +45,7 @@ from pathlib import Path
 import nbformat
 import yaml
 
-from booktools import agendas, doctor, notebooks
+from booktools import agendas, doctor, notebooks, seat
 from booktools.paths import BUILD, ROOT
 from support import needs
 
@@ -124,11 +124,16 @@ except ImportError as error:
     sys.exit(
         f"the book is not installed in this Python ({{error}}): run this with the Python or Jupyter kernel your "
         "teacher named for the workshop; if that is the one, tell your teacher. Without the workshop's server or a "
-        "GPU, you can still follow: chapter 0's 'Before the workshop, and without a GPU' says how"
+        "GPU, you can still follow: {follow}"
     )
 
 sys.exit(check_seat({chapters!r}))
 """
+
+
+def setup_script(chapters: Sequence[str]) -> str:
+    """The edition's ``check_setup.py`` for ``chapters`` (:data:`SETUP_SCRIPT` filled in)."""
+    return SETUP_SCRIPT.format(chapters=list(chapters), follow=seat.FOLLOW_WITHOUT_A_GPU)
 
 
 class WorkshopError(ValueError):
@@ -515,7 +520,7 @@ def write_edition(
         stale.unlink()
     copy_assets(source, out, set().union(*(named_files(nbformat.read(t, as_version=4)) for t in written)))
     (out / "README.md").write_text(readme([path.stem for path in chapters], url))
-    (out / SETUP_FILE).write_text(SETUP_SCRIPT.format(chapters=[path.stem for path in chapters]))
+    (out / SETUP_FILE).write_text(setup_script([path.stem for path in chapters]))
     missing = missing_files(out, source)
     if missing:
         raise WorkshopError(f"files the participant edition lacks (add them to workshop.ASSETS): {'; '.join(missing)}")
@@ -689,8 +694,7 @@ def check_seat(chapters: list[str], folder: Path | None = None) -> int:
 #: The set-up check's last line on a machine without a usable GPU: what a participant can still do.
 WITHOUT_A_GPU = (
     "no GPU here: on the workshop's GPU server, tell your teacher; on a computer of your own, you can still follow "
-    "(chapter 0's 'Before the workshop, and without a GPU' says where the book's executed chapters are, and which "
-    "chapter runs on the CPU)"
+    f"({seat.FOLLOW_WITHOUT_A_GPU})"
 )
 
 

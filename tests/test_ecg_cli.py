@@ -574,3 +574,5 @@ def test_the_saved_figures_drawn_outside_pyplot_are_the_notebook_s_pixels():
     assert png(alone) == png(plots.stream_figure(signal, 250.0, peaks))
     lengths = np.random.default_rng(2).uniform(100, 300, 5000)
     assert png(plots.lengths_figure(lengths, 250.0, pyplot=False)) == png(plots.lengths_figure(lengths, 250.0))
+    with pytest.raises(ValueError, match="takes fixed margins"):  # no layout search is copied outside pyplot
+        plots._figure(pyplot=False)

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import asdict
 from pathlib import Path
 from types import SimpleNamespace as Process
 
@@ -315,8 +316,12 @@ def test_records_are_appended_and_read_back(tmp_path):
     seat = rehearse.Seat(1, "teacher", [rehearse.ChapterAtSeat("00_a", True, 3.0)], GIB)
     made = rehearse.Rehearsal("two-hours", "16G", *MACHINE, "2026-11-24", 60.0, 20 * GIB, [seat], ["00_a"])
     rehearse.record(made, tmp_path / "r.json")
+    assert made.number == 1 and made.name == "rehearsal 1"  # what the command prints after names the record
     rehearse.record(made, tmp_path / "r.json")
-    assert rehearse.load(tmp_path / "r.json") == [made, made]
+    assert made.number == 2
+    loaded = rehearse.load(tmp_path / "r.json")
+    assert [r.number for r in loaded] == [1, 2]
+    assert [asdict(r) | {"number": None} for r in loaded] == [asdict(made) | {"number": None}] * 2
     assert json.loads((tmp_path / "r.json").read_text())["rehearsals"][0]["seats"][0]["edition"] == "teacher"
 
 

@@ -35,7 +35,7 @@ def edition(tmp_path) -> Path:
     folder.mkdir()
     nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1 + 1")]), folder / "00_start.ipynb")
     (folder / "README.md").write_text(workshop.readme(["00_start"], None))
-    (folder / "check_setup.py").write_text(workshop.SETUP_SCRIPT.format(chapters=["00_start"]))
+    (folder / "check_setup.py").write_text(workshop.setup_script(["00_start"]))
     return folder
 
 

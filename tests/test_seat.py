@@ -48,6 +48,10 @@ def test_too_few_gpus_asks_for_the_teacher(one_gpu):
     # is worded for a participant all the same
     with pytest.raises(seat.SeatNotReady, match="needs 2 GPUs and this machine has 1.*fewer GPUs.*tell your teacher"):
         seat.check_gpu("07_many_gpus", gpus=2)
+    try:
+        seat.check_gpu("07_many_gpus", gpus=2)
+    except seat.SeatNotReady as stopped:
+        assert "published outputs" not in str(stopped)  # the installer's way out is gone here too
 
 
 def test_a_memory_read_the_driver_refuses_is_a_stop_too(one_gpu, monkeypatch):
@@ -57,6 +61,11 @@ def test_a_memory_read_the_driver_refuses_is_a_stop_too(one_gpu, monkeypatch):
     monkeypatch.setattr(env, "memory_this_process_sees", refused)
     with pytest.raises(seat.SeatNotReady, match="could not be read.*CUDA_ERROR_OUT_OF_MEMORY.*Shut Down All Kernels"):
         seat.check_gpu("06_ecg_pipeline")
+
+
+def test_a_file_the_check_cannot_read_is_not_called_the_seat_s_memory(one_gpu, tmp_path):
+    with pytest.raises(IsADirectoryError):  # the needs file's path names a folder: the book's fault, not the seat's
+        seat.check_gpu("06_ecg_pipeline", path=tmp_path, free=(60 * GIB, 80 * GIB))
 
 
 def test_a_seat_that_can_run_the_chapter_gets_the_book_s_answer(one_gpu):
@@ -71,8 +80,7 @@ def test_every_chapter_of_the_edition_starts_with_the_seat_s_check():
     for path in workshop.participant_chapters(notebooks.chapter_notebooks()):
         book = nbformat.read(path, as_version=4)
         checks = [cell for cell in book.cells if cell.cell_type == "code" and "needs.check_gpu(" in cell.source]
-        if not checks:
-            continue
+        assert checks, f"{path.name} has no first check for the edition to word for a seat"
         edition = workshop.participant_notebook(book, path.name)
         sources = [cell.source for cell in edition.cells if cell.cell_type == "code"]
         assert not any("needs.check_gpu(" in source for source in sources), path.name

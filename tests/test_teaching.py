@@ -206,7 +206,7 @@ def test_a_claim_that_stopped_the_seats_is_shown_beside_the_same_claim_alone():
     assert rows[0]["alone"] == "346 ms ✓ (H100 80GB, re-run and compared 2026-11-26)"  # by date, not file order
     assert rows[1]["alone"] == "34.4 ms against 52.0 ms ✓ (H100 80GB, re-run and compared 2026-11-26)"  # same fields
     assert rows[0]["rehearsal"] == (
-        "? (two-hours, 3 seats of 16G, 2026-11-26; which version of 06_ecg_pipeline ran is not recorded)"
+        "this rehearsal (two-hours, 3 seats of 16G, 2026-11-26; which version of 06_ecg_pipeline ran is not recorded)"
     )
     alone.append(run("H100", 16 * GIB, [claim("ecg.warm", 0.339, True)], "2026-11-20", "16 GB (MPS limit)"))
     shared = teaching.claims_the_room_failed([done], alone)[0]["alone"]
@@ -234,7 +234,7 @@ def test_the_other_errors_at_the_seats_are_listed_once_each_with_their_seats():
     assert len(rows[1]["error"]) == 100 and rows[1]["error"].startswith("cell 2: xxx")  # cut, not dropped
     assert rows[1]["error"].endswith(" …")  # the claim and the chapter never finished are not here
     assert rows[0]["rehearsal"] == (
-        "? (two-hours, 6 seats of 4G, 2026-11-26; which version of 00_getting_started ran is not recorded)"
+        "this rehearsal (two-hours, 6 seats of 4G, 2026-11-26; which version of 00_getting_started ran is not recorded)"
     )
     assert teaching.errors_the_room_met([]) == []
 
