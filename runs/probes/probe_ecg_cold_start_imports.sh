@@ -35,7 +35,7 @@ name, values = sys.argv[1], [float(v) for v in sys.argv[2:]]
 print(f"{name}: median {statistics.median(values):.2f} s, min {min(values):.2f} s, max {max(values):.2f} s, runs {' '.join(sys.argv[2:])}")
 PY
 }
-# warm-up: one run of each (bytecode cache of each copy, Numba's cache, matplotlib's font list), not counted
+# warm-up: one run of each (Numba's cache, matplotlib's font list; the bytecode cache only where PYTHONDONTWRITEBYTECODE is unset), not counted
 for side in base new; do seconds=$(run_once $side "$WORK/$side/warmup"); echo "warm-up $side: $seconds s"; done
 declare -a base_times new_times
 for i in $(seq 1 "$RUNS"); do  # alternating, so that neither side always goes first

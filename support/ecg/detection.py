@@ -27,8 +27,9 @@ MIN_SAMPLES_PER_SIGMA = 1.5
 def next_fast_len(n: int) -> int:
     """The smallest 5-smooth number (2**a * 3**b * 5**c) at least ``n``: ``scipy.fft.next_fast_len(n, real=True)``
     without importing SciPy's FFT package, whose import was 0.55 s of the command line's cold start under cProfile
-    on the H100 host (a run of 11.9 s under the profiler, which inflates it); ``-X importtime`` put it under 0.39 s,
-    the least of the slowest imports it lists (runs/probes/probe_ecg_cold_start_h100_2026-11-26.log).
+    on the H100 host (a run of 11.9 s under the profiler, which inflates it:
+    runs/probes/probe_ecg_cold_start_h100_2026-11-26.log); ``-X importtime`` put it at 0.389 s
+    (runs/probes/probe_ecg_cold_start_imports_de45a4a_2937288_h100_2026-11-27.log).
     tests/test_ecg_cli.py checks it against SciPy.
 
     >>> [next_fast_len(n) for n in (1, 7, 11, 17, 97, 18_000_081)]

@@ -20,13 +20,15 @@ def _figure(rows: int = 1, cols: int = 1, size=(9, 3), margins=None, *, pyplot: 
     from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: PLC0415 - only for a figure to save
     from matplotlib.figure import Figure  # noqa: PLC0415
 
-    # support.figures.new_figure's rule, outside pyplot (new_figure has no such option: adding one there would
-    # change a file every chapter imports; tests/test_ecg_cli.py compares the two figures' PNG bytes)
-    fig = Figure(figsize=size, dpi=DPI, layout="constrained" if margins is None else None)
+    # support.figures.new_figure's rule for fixed margins, outside pyplot (new_figure has no such option: adding one
+    # there would change a file every chapter imports; tests/test_ecg_cli.py compares the two figures' PNG bytes).
+    # Only the figures the command line saves come here, and each has its margins: no layout search to copy.
+    if margins is None:
+        raise ValueError("a figure drawn outside pyplot takes fixed margins (STREAM_MARGINS, LENGTHS_MARGINS)")
+    fig = Figure(figsize=size, dpi=DPI)
     FigureCanvasAgg(fig)
     axes = fig.subplots(rows, cols)
-    if margins is not None:
-        fig.subplots_adjust(**margins)
+    fig.subplots_adjust(**margins)
     return fig, axes
 
 
