@@ -154,13 +154,25 @@ def parse_probe_output(text: str) -> dict:
     raise ValueError(f"the fingerprint step printed no line starting with {MARK!r}: {text[-300:]!r}")
 
 
+def support_names(notebook: Mapping, imported: Iterable[str]) -> list[str]:
+    """The ``support/`` files a run of ``notebook`` depends on: those its kernel ``imported`` and those its
+    metadata says its fresh processes run (:data:`CHILD_KEY`), sorted. The fingerprint and a rehearsal's record of
+    the code (``booktools.rehearse.support_hash``) both list these.
+
+    >>> support_names({"metadata": {"book": {CHILD_KEY: ["support/cli.py"]}}}, ["support/a.py", "support/cli.py"])
+    ['support/a.py', 'support/cli.py']
+    """
+    return sorted({*imported, *notebook.get("metadata", {}).get(BOOK_KEY, {}).get(CHILD_KEY, [])})
+
+
 def fingerprint(found: Mapping, notebook: Mapping, root: Path = ROOT) -> dict:
     """The fingerprint of a run: a hash of each ``support/`` file the kernel imported (``found``, as
     :func:`parse_probe_output` gives it) or the notebook says its fresh processes run (:data:`CHILD_KEY`), as it is
-    under ``root`` now, of the notebook's code cells, and the library versions."""
-    children = notebook.get("metadata", {}).get(BOOK_KEY, {}).get(CHILD_KEY, [])
-    names = sorted({*found["support"], *children})
-    files = {name: file_hash(root / name) for name in names if (root / name).is_file()}
+    under ``root`` now, of the notebook's code cells, and the library versions. A named file that is not there is
+    kept with no hash (None), so that :func:`freshness` calls the outputs stale until the file exists and they run
+    again, instead of leaving it out of the record."""
+    names = support_names(notebook, found["support"])
+    files = {name: file_hash(root / name) if (root / name).is_file() else None for name in names}
     return {
         "support": files,
         "cells": cells_hash(notebook),
@@ -197,12 +209,15 @@ def freshness(notebook: Mapping, root: Path = ROOT) -> Freshness:
     if not found:
         return Freshness("never fingerprinted", ["no record of the code its outputs came from"])
     reasons = []
-    for name, recorded in sorted(found.get("support", {}).items()):
+    recorded_files = found.get("support", {})
+    for name, recorded in sorted(recorded_files.items()):
         path = root / name
         if not path.is_file():
-            reasons.append(f"{name} is gone")
+            reasons.append(f"{name} is gone" if recorded is not None else f"{name} was missing when it ran")
         elif file_hash(path) != recorded:
             reasons.append(f"{name} changed")
+    children = notebook.get("metadata", {}).get(BOOK_KEY, {}).get(CHILD_KEY, [])
+    reasons += [f"{name} is run by its fresh processes now" for name in children if name not in recorded_files]
     if found.get("cells") and found["cells"] != cells_hash(notebook):
         reasons.append("its code cells changed")
     return Freshness("stale" if reasons else "fresh", reasons, dict(found.get("libraries", {})))

@@ -327,7 +327,7 @@ def support_hash(notebook: Mapping, root: Path, read: Callable[[str], bytes | No
             return (root / name).read_bytes() if (root / name).is_file() else None
 
     lines = []
-    for name in sorted({*listed["support"], *book.get(freshness.CHILD_KEY, [])}):
+    for name in freshness.support_names(notebook, listed["support"]):
         data = read(name)
         lines.append(f"{name} {'gone' if data is None else freshness.code_hash(data, Path(name).suffix)}")
     return hashlib.sha256("\n".join(lines).encode()).hexdigest()[:16]

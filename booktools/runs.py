@@ -15,6 +15,7 @@ a test checks that the committed table is the one the committed JSON gives.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import subprocess
@@ -179,7 +180,7 @@ def measure(
     *,
     parallel: bool = False,
     limit_bytes: int | None = None,
-    read=gpu_memory_used,
+    read: Callable[[], int | None] | None = None,
     log=print,
     claims: dict[str, list[dict]] | None = None,
     log_dir: Path | None = None,
@@ -191,7 +192,11 @@ def measure(
     in ``claims`` (by notebook name) when a dict is given, and its whole output (pytest's report, for nbval) is
     written to ``log_dir/<mode>_<chapter>.log`` when a folder is given. ``on_chapter(run, claims)`` is called as
     each chapter ends, so that what was measured is kept even if a later chapter never ends (a host taken back).
+    ``read`` is what the memory sampler calls; by default the memory in use on the run's GPU, found once
+    (:func:`visible_gpu`) rather than at every sample.
     """
+    if read is None:
+        read = functools.partial(gpu_memory_used, visible_gpu())
     commands = [command_for(mode, notebook) for notebook in notebooks]
     chapters: list[ChapterRun] = []
     started = time.perf_counter()

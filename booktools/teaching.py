@@ -129,7 +129,8 @@ def rehearsal_label(rehearsal, chapter: str | None = None) -> str:
     recorded (:meth:`booktools.rehearse.Rehearsal.ran_current`)."""
     part = ""
     if rehearsal.chapters and list(rehearsal.chapters) != list(AGENDAS.get(rehearsal.agenda, [])):
-        part = f": chapters {', '.join(name[:2] for name in rehearsal.chapters)};"
+        named = ", ".join(rehearsal.chapters)  # whole names: two chapters start with 04
+        part = f": chapter{'' if len(rehearsal.chapters) == 1 else 's'} {named};"
     version = ""
     if chapter is not None:
         current = rehearsal.ran_current(chapter)

@@ -57,6 +57,25 @@ def test_a_file_only_the_chapter_s_fresh_processes_run_is_fingerprinted_when_the
     assert freshness.freshness(notebook, tmp_path).reasons == ["support/cli.py changed"]
 
 
+def test_a_fresh_process_file_that_is_missing_or_named_after_the_run_makes_it_stale(tmp_path):
+    (tmp_path / "support").mkdir()
+    notebook = new_notebook(cells=[new_code_cell("import subprocess")])
+    notebook.metadata["book"] = {freshness.CHILD_KEY: ["support/cli.py"]}
+    found = {"support": [], "libraries": {}, "python": "3"}
+    freshness.record(notebook, found, tmp_path)  # the metadata names a file that is not there
+    assert notebook.metadata["book"]["fingerprint"]["support"] == {"support/cli.py": None}
+    assert freshness.freshness(notebook, tmp_path).reasons == ["support/cli.py was missing when it ran"]
+    (tmp_path / "support" / "cli.py").write_text("def main():\n    return 0\n")
+    assert freshness.freshness(notebook, tmp_path).reasons == ["support/cli.py changed"]
+    freshness.record(notebook, found, tmp_path)
+    assert freshness.freshness(notebook, tmp_path).fresh
+    notebook.metadata["book"][freshness.CHILD_KEY].append("support/report.py")  # named after the run
+    (tmp_path / "support" / "report.py").write_text("x = 1\n")
+    assert freshness.freshness(notebook, tmp_path).reasons == [
+        "support/report.py is run by its fresh processes now"
+    ]
+
+
 def test_an_edited_code_cell_makes_it_stale_and_an_edited_markdown_cell_does_not(tmp_path):
     path = made_up_book(tmp_path)
     notebook = json.loads(path.read_text())

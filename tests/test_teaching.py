@@ -372,3 +372,14 @@ def test_a_rehearsal_that_skipped_the_memory_check_or_was_cut_short_rehearsed_no
     assert teaching.rehearsed_at("two-hours", "14G", [first_two]) and not teaching.rehearsed_at(
         "half-day", "14G", [first_two]
     )
+
+
+def test_a_rehearsal_of_part_of_an_agenda_names_its_chapters_whole():
+    seats = [rehearse.Seat(1, "teacher", [rehearse.ChapterAtSeat("04_memory_pools", True, 9.0)])]
+    part = rehearse.Rehearsal("half-day", "16G", "H100", "580", 80 * GIB, "2026-11-26", 9.0, None, seats)
+    part.chapters = ["04_memory_pools", "04_watching_memory"]  # both start with 04
+    assert teaching.rehearsal_label(part) == (
+        "this rehearsal (half-day: chapters 04_memory_pools, 04_watching_memory; 1 seat of 16G, 2026-11-26)"
+    )
+    part.chapters = ["06_ecg_pipeline"]
+    assert "(half-day: chapter 06_ecg_pipeline; 1 seat" in teaching.rehearsal_label(part)
