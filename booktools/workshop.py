@@ -280,15 +280,36 @@ def edition_links(text: str, pages: set[str], url: str | None) -> str:
 
     >>> edition_links("on [chapter 4](04_x.ipynb)'s pool ([chapter 2](02_y.ipynb))", set(), None)
     "on chapter 4's pool (chapter 2 in the published book)"
+
+    Two such links in one pair of brackets share the words, after the last of them:
+
+    >>> edition_links("(see [chapter 2](02_y.ipynb) and [chapter 4](04_x.ipynb))", set(), None)
+    '(see chapter 2 and chapter 4 in the published book)'
     """
+
+    def leaves_edition(bang: str, target: str) -> bool:
+        page = target.partition("#")[0]
+        if bang or target.startswith(("http:", "https:", "mailto:", "#")) or not page.endswith((".ipynb", ".md")):
+            return False
+        return Path(page).stem not in pages
+
+    def another_in_the_same_brackets(after: str) -> bool:
+        """Whether ``after`` (the text after a link inside brackets) holds another link that leaves the edition
+        before those brackets close."""
+        for later in LINK.finditer(after):
+            between = re.sub(r"`[^`]*`", "", after[: later.start()])
+            if between.count(")") > between.count("(") or "\n\n" in between:
+                return False
+            if leaves_edition(later.group(1), later.group(3)) and not after[later.end() :].startswith(("'s", "’s")):
+                return True  # a possessive stays bare, so the words would be lost
+        return False
 
     def relink(match: re.Match) -> str:
         bang, words, target = match.groups()
-        page, _, anchor = target.partition("#")
-        if bang or target.startswith(("http:", "https:", "mailto:", "#")) or not page.endswith((".ipynb", ".md")):
+        anchor = target.partition("#")[2]
+        if not leaves_edition(bang, target):
             return match.group(0)
-        if Path(page).stem in pages:
-            return match.group(0)
+        page = target.partition("#")[0]
         if url is None:
             before = match.string[: match.start()].rsplit("\n\n", 1)[-1]  # this paragraph, up to the link
             before = re.sub(r"`[^`]*`", "", before)  # brackets in code are not the sentence's
@@ -296,7 +317,7 @@ def edition_links(text: str, pages: set[str], url: str | None) -> str:
             if after.startswith(("'s", "’s")):
                 return words
             if before.count("(") > before.count(")"):  # inside the sentence's own brackets
-                return f"{words} in the published book"
+                return words if another_in_the_same_brackets(after) else f"{words} in the published book"
             return f"{words} (in the published book)"
         return f"[{words}]({url}/chapters/{Path(page).stem}.html{'#' + anchor if anchor else ''})"
 

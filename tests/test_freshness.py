@@ -71,9 +71,7 @@ def test_a_fresh_process_file_that_is_missing_or_named_after_the_run_makes_it_st
     assert freshness.freshness(notebook, tmp_path).fresh
     notebook.metadata["book"][freshness.CHILD_KEY].append("support/report.py")  # named after the run
     (tmp_path / "support" / "report.py").write_text("x = 1\n")
-    assert freshness.freshness(notebook, tmp_path).reasons == [
-        "support/report.py is run by its fresh processes now"
-    ]
+    assert freshness.freshness(notebook, tmp_path).reasons == ["support/report.py is run by its fresh processes now"]
 
 
 def test_an_edited_code_cell_makes_it_stale_and_an_edited_markdown_cell_does_not(tmp_path):

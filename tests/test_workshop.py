@@ -484,3 +484,19 @@ def test_no_edition_speaks_of_commits_which_a_participant_has_none_of(tmp_path):
             for index, cell in enumerate(nbformat.read(path, as_version=4).cells):
                 found = re.search(r"\bcommit\w*", cell.source, re.IGNORECASE)
                 assert found is None, f"{agenda or 'whole'} edition, {path.name}, cell {index}: {found.group(0)!r}"
+
+
+def test_links_that_leave_the_edition_inside_one_pair_of_brackets_share_one_mention_of_the_published_book():
+    text = "Pools (see [chapter 4](04_x.ipynb), `f(x` and [chapter 5](05_z.ipynb)) and [chapter 2](02_y.ipynb)."
+    assert workshop.edition_links(text, set(), None) == (
+        "Pools (see chapter 4, `f(x` and chapter 5 in the published book) and chapter 2 (in the published book)."
+    )
+    kept = "(see [chapter 4](04_x.ipynb) and [the web](https://example.org))"
+    assert (
+        workshop.edition_links(kept, set(), None)
+        == "(see chapter 4 in the published book and [the web](https://example.org))"
+    )
+    possessive = "(see [chapter 4](04_x.ipynb) and [chapter 5](05_z.ipynb)'s pool)"
+    assert (
+        workshop.edition_links(possessive, set(), None) == "(see chapter 4 in the published book and chapter 5's pool)"
+    )
