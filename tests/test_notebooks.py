@@ -98,7 +98,7 @@ def test_what_a_chapter_reads_from_the_books_modules_exists(path):
     bound: dict[str, types.ModuleType] = {}
     missing = []
     trees = [ast.parse(notebooks._python_source(c.source)) for c in notebooks.code_cells(notebooks.read_notebook(path))]
-    rebound = {  # a name the chapter assigns (views = {...}) is not the module of that name
+    rebound = {  # a name the chapter assigns
         node.id
         for tree in trees
         for node in ast.walk(tree)
@@ -119,10 +119,13 @@ def test_what_a_chapter_reads_from_the_books_modules_exists(path):
                         bound[alias.asname] = importlib.import_module(alias.name)
         for node in ast.walk(tree):
             name = node.value.id if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) else None
-            if name in bound and name not in rebound:
-                if not _has(bound[node.value.id], node.attr):
-                    missing.append(f"{node.value.id}.{node.attr}")
+            if name in bound and not _has(bound[node.value.id], node.attr):
+                missing.append(f"{node.value.id}.{node.attr}")
     assert missing == [], f"{path.name} reads names its modules lack: {sorted(set(missing))}"
+    # a cell that assigns a module's name (views = {...} after importing support.interop.views) leaves every cell
+    # run after it, an earlier one run again included, with the assigned value where the module was
+    shadowed = sorted(set(bound) & rebound)
+    assert shadowed == [], f"{path.name} assigns names it imported as the book's modules: {shadowed}; rename them"
 
 
 PACKAGES = ("support", "booktools")
