@@ -49,8 +49,20 @@ class ClaimRun:
     driver: str
     versions: dict[str, str | None]
     limit_bytes: int | None  # the per-process memory limit (an MPS limit), None for the whole GPU
-    date: str
+    date: str  # the latest of its chapters' dates
     chapters: dict[str, list[dict]] = field(default_factory=dict)  # notebook name -> its claims, in order
+    # notebook name -> the date it ran, where a series ran over several days; a chapter not named ran on ``date``
+    chapter_dates: dict[str, str] = field(default_factory=dict)
+
+
+def chapter_date(run: ClaimRun, notebook: str) -> str:
+    """The date ``run`` checked ``notebook``'s claims: its own where the series ran over several days.
+
+    >>> run = ClaimRun("H200", "nbval", "H200", "580", {}, None, "2026-11-27", chapter_dates={"01_a": "2026-11-26"})
+    >>> chapter_date(run, "01_a"), chapter_date(run, "06_b")
+    ('2026-11-26', '2026-11-27')
+    """
+    return run.chapter_dates.get(notebook, run.date)
 
 
 def this_machine(label: str, mode: str, limit_bytes: int | None = None, *, today: str | None = None) -> ClaimRun:
@@ -99,12 +111,26 @@ def same_machine(one: ClaimRun, other: ClaimRun) -> bool:
 def record(run: ClaimRun, path: Path = CLAIMS_FILE) -> None:
     """Keep ``run`` in the claims file under its setup (label and mode). On the same machine (GPU, driver,
     versions, limit) its chapters replace the same chapters of the earlier run of that setup, so a series can be
-    run in several calls; on another machine it replaces the earlier run whole, so that no chapter's figures are
-    shown beside another machine's facts. A new setup is added at the end."""
+    run in several calls, each chapter keeping the date it ran (:func:`chapter_date`); on another machine it
+    replaces the earlier run whole, so that no chapter's figures are shown beside another machine's facts. A new
+    setup is added at the end."""
 
     def merged(earlier: ClaimRun, run: ClaimRun) -> ClaimRun:
-        chapters = {**earlier.chapters, **run.chapters} if same_machine(earlier, run) else run.chapters
-        return ClaimRun(**{**asdict(run), "chapters": dict(sorted(chapters.items()))})
+        if not same_machine(earlier, run):
+            return run
+        chapters = {**earlier.chapters, **run.chapters}
+        dates = {name: chapter_date(earlier, name) for name in earlier.chapters} | {
+            name: chapter_date(run, name) for name in run.chapters
+        }
+        latest = max(dates.values(), default=run.date)
+        return ClaimRun(
+            **{
+                **asdict(run),
+                "date": latest,
+                "chapters": dict(sorted(chapters.items())),
+                "chapter_dates": {name: day for name, day in sorted(dates.items()) if day != latest},
+            }
+        )
 
     save(records.upsert(load(path), run, key=lambda r: (r.label, r.mode), merge=merged), path)
 
@@ -145,11 +171,15 @@ def control_text(claim: dict) -> str:
     return f"{claim['control_is']}: {describe(claim['control'], claim['unit'])}"
 
 
-def run_name(run: ClaimRun) -> str:
+def run_name(run: ClaimRun, notebook: str | None = None) -> str:
     """A recorded run's name as a reader understands it: the setup, what was done, the date ("H100 80GB, executed
-    2026-11-24"; "16 GB (MPS limit), re-run and compared 2026-11-24")."""
+    2026-11-24"; "16 GB (MPS limit), re-run and compared 2026-11-24"): with ``notebook``, the date that chapter ran;
+    without, the days the series ran ("2026-11-26 to 2026-11-27")."""
     done = {"execute": "executed", "nbval": "re-run and compared"}.get(run.mode, run.mode)
-    return f"{run.label}, {done} {run.date}"
+    if notebook is not None:
+        return f"{run.label}, {done} {chapter_date(run, notebook)}"
+    first = min([run.date, *run.chapter_dates.values()])
+    return f"{run.label}, {done} {run.date if first == run.date else f'{first} to {run.date}'}"
 
 
 #: What each kind of run did, for the page's list of runs.
@@ -256,7 +286,11 @@ def page(runs: Sequence[ClaimRun], folder: Path = CHAPTERS) -> str:
     ]
     if not runs:
         lines += ["No run has been recorded yet.", ""]
-    executed = max((run.date for run in runs if run.mode == "execute"), default="")
+    executed: dict[str, str] = {}  # each chapter's latest execution
+    for run in runs:
+        if run.mode == "execute":
+            for name in run.chapters:
+                executed[name] = max(executed.get(name, ""), chapter_date(run, name))
     for run in runs:
         limit = (
             f"a memory limit of {describe(run.limit_bytes, 'B')} per process" if run.limit_bytes else "the whole GPU"
@@ -264,7 +298,7 @@ def page(runs: Sequence[ClaimRun], folder: Path = CHAPTERS) -> str:
         older = (
             " It ran before the latest execution, on earlier versions of the chapters: its figures are not of the"
             " outputs shown, and a claim renamed or removed since is not listed."
-            if run.mode != "execute" and run.date < executed
+            if run.mode != "execute" and any(chapter_date(run, name) < executed.get(name, "") for name in run.chapters)
             else ""
         )
         lines += [
@@ -298,8 +332,8 @@ def page(runs: Sequence[ClaimRun], folder: Path = CHAPTERS) -> str:
             lines += [f"- {against}; bar: {first['bar'] or 'none'}"]
             for run, claim in found:
                 if claim is not None:
-                    lines += [f"- {run_name(run)}: {shown_whole(claim)}"]
-            missing = [run_name(run) for run, claim in found if claim is None and notebook in run.chapters]
+                    lines += [f"- {run_name(run, notebook)}: {shown_whole(claim)}"]
+            missing = [run_name(run, notebook) for run, claim in found if claim is None and notebook in run.chapters]
             if missing:
                 lines += [
                     f"- not checked in {' or '.join(missing)} (the chapter stopped before it, or had no such claim)"

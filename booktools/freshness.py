@@ -169,8 +169,8 @@ def fingerprint(found: Mapping, notebook: Mapping, root: Path = ROOT) -> dict:
     """The fingerprint of a run: a hash of each ``support/`` file the kernel imported (``found``, as
     :func:`parse_probe_output` gives it) or the notebook says its fresh processes run (:data:`CHILD_KEY`), as it is
     under ``root`` now, of the notebook's code cells, and the library versions. A named file that is not there is
-    kept with no hash (None), so that :func:`freshness` calls the outputs stale until the file exists and they run
-    again, instead of leaving it out of the record."""
+    kept with no hash (None), so that :func:`freshness` calls the outputs stale until they run again with the file
+    there (or with the notebook no longer naming it), instead of leaving it out of the record."""
     names = support_names(notebook, found["support"])
     files = {name: file_hash(root / name) if (root / name).is_file() else None for name in names}
     return {
@@ -217,7 +217,7 @@ def freshness(notebook: Mapping, root: Path = ROOT) -> Freshness:
         elif file_hash(path) != recorded:
             reasons.append(f"{name} changed")
     children = notebook.get("metadata", {}).get(BOOK_KEY, {}).get(CHILD_KEY, [])
-    reasons += [f"{name} is run by its fresh processes now" for name in children if name not in recorded_files]
+    reasons += [f"{name} is not in the record of its run" for name in children if name not in recorded_files]
     if found.get("cells") and found["cells"] != cells_hash(notebook):
         reasons.append("its code cells changed")
     return Freshness("stale" if reasons else "fresh", reasons, dict(found.get("libraries", {})))

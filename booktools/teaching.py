@@ -236,7 +236,7 @@ def _claim_alone(claim_runs: Sequence, gpu: str, share: int, chapter: str, name:
     rehearsal's seats had where such a run exists, else on the whole GPU; None where neither recorded it."""
     for limit in (share, None):
         found = [
-            (run.date, place, run, claim)
+            (evidence.chapter_date(run, chapter), place, run, claim)
             for place, run in enumerate(claim_runs)
             if run.gpu == gpu and run.limit_bytes == limit and (claim := evidence.find(run, chapter, name))
         ]
@@ -245,7 +245,7 @@ def _claim_alone(claim_runs: Sequence, gpu: str, share: int, chapter: str, name:
             figure = evidence.describe(claim["value"], claim["unit"])
             if claim["kind"] in ("beats", "ahead"):
                 figure += f" against {evidence.describe(claim['control'], claim['unit'])}"
-            return f"{figure} {'✓' if claim['holds'] else '✗'} ({evidence.run_name(run)})"
+            return f"{figure} {'✓' if claim['holds'] else '✗'} ({evidence.run_name(run, chapter)})"
     return None
 
 

@@ -281,10 +281,13 @@ def edition_links(text: str, pages: set[str], url: str | None) -> str:
     >>> edition_links("on [chapter 4](04_x.ipynb)'s pool ([chapter 2](02_y.ipynb))", set(), None)
     "on chapter 4's pool (chapter 2 in the published book)"
 
-    Two such links in one pair of brackets share the words, after the last of them:
+    Two such links in one pair of brackets share the words, after the last of them that is not a possessive; a link
+    in a pair nested inside keeps its own:
 
     >>> edition_links("(see [chapter 2](02_y.ipynb) and [chapter 4](04_x.ipynb))", set(), None)
     '(see chapter 2 and chapter 4 in the published book)'
+
+    A link written inside a code span is code, not a link, and stays as it is.
     """
 
     def leaves_edition(bang: str, target: str) -> bool:
@@ -293,31 +296,47 @@ def edition_links(text: str, pages: set[str], url: str | None) -> str:
             return False
         return Path(page).stem not in pages
 
-    def another_in_the_same_brackets(after: str) -> bool:
-        """Whether ``after`` (the text after a link inside brackets) holds another link that leaves the edition
-        before those brackets close."""
-        for later in LINK.finditer(after):
-            between = re.sub(r"`[^`]*`", "", after[: later.start()])
-            if between.count(")") > between.count("(") or "\n\n" in between:
+    def shares_words_with_a_later_link(after: str) -> bool:
+        """Whether ``after`` (the text after a link inside brackets) holds, in the same pair of brackets and
+        paragraph, another link that leaves the edition and is no possessive: it then says where both are."""
+        links = {found.start(): found for found in LINK.finditer(after)}
+        depth, index, in_code = 0, 0, False
+        while index < len(after):
+            character = after[index]
+            if after.startswith("\n\n", index):
                 return False
-            if leaves_edition(later.group(1), later.group(3)) and not after[later.end() :].startswith(("'s", "’s")):
-                return True  # a possessive stays bare, so the words would be lost
+            if character == "`":
+                in_code = not in_code
+            elif not in_code and index in links:
+                later = links[index]
+                possessive = after[later.end() :].startswith(("'s", "’s"))
+                if depth == 0 and leaves_edition(later.group(1), later.group(3)) and not possessive:
+                    return True
+                index = later.end()
+                continue
+            elif not in_code and character == "(":
+                depth += 1
+            elif not in_code and character == ")":
+                depth -= 1
+                if depth < 0:  # the brackets the link is in have closed
+                    return False
+            index += 1
         return False
 
     def relink(match: re.Match) -> str:
         bang, words, target = match.groups()
         anchor = target.partition("#")[2]
-        if not leaves_edition(bang, target):
+        before = match.string[: match.start()].rsplit("\n\n", 1)[-1]  # this paragraph, up to the link
+        if not leaves_edition(bang, target) or before.count("`") % 2:  # kept, or written inside a code span
             return match.group(0)
         page = target.partition("#")[0]
         if url is None:
-            before = match.string[: match.start()].rsplit("\n\n", 1)[-1]  # this paragraph, up to the link
             before = re.sub(r"`[^`]*`", "", before)  # brackets in code are not the sentence's
             after = match.string[match.end() :]
             if after.startswith(("'s", "’s")):
                 return words
             if before.count("(") > before.count(")"):  # inside the sentence's own brackets
-                return words if another_in_the_same_brackets(after) else f"{words} in the published book"
+                return words if shares_words_with_a_later_link(after) else f"{words} in the published book"
             return f"{words} (in the published book)"
         return f"[{words}]({url}/chapters/{Path(page).stem}.html{'#' + anchor if anchor else ''})"
 

@@ -255,6 +255,28 @@ def test_a_run_older_than_the_latest_execution_is_said_to_be_of_earlier_chapters
     assert "earlier versions" not in evidence.page([executed, older], folder=tmp_path)
 
 
+def test_a_series_run_over_several_days_keeps_each_chapter_s_date_and_is_judged_per_chapter(tmp_path):
+    path = tmp_path / "claims.json"
+    first = made_up_run("H200", "nbval", {"01_a": [claim("a.x", 0.91)], "02_b": [claim("b.y", 0.9)]})
+    later = made_up_run("H200", "nbval", {"02_b": [claim("b.y", 0.95)]})
+    later.date = "2026-11-27"
+    evidence.record(first, path)
+    evidence.record(later, path)
+    (run,) = evidence.load(path)
+    assert (run.date, run.chapter_dates) == ("2026-11-27", {"01_a": "2026-11-24"})
+    assert evidence.run_name(run) == "H200, re-run and compared 2026-11-24 to 2026-11-27"
+    assert evidence.run_name(run, "01_a") == "H200, re-run and compared 2026-11-24"
+    text = evidence.page([run], folder=tmp_path)
+    assert "- H200, re-run and compared 2026-11-24: 0.91 ✓" in text
+    assert "- H200, re-run and compared 2026-11-27: 0.95 ✓" in text
+    # executed again: 02_b on the 27th, 03_c (another setup's chapter) on the 28th; 01_a's run predates nothing
+    executed = made_up_run("H100", "execute", {"02_b": [claim("b.y", 0.9)], "03_c": [claim("c.z", 0.9)]})
+    executed.date, executed.chapter_dates = "2026-11-28", {"02_b": "2026-11-27"}
+    assert "earlier versions" not in evidence.page([executed, run], folder=tmp_path)
+    executed.chapter_dates = {}  # 02_b executed on the 28th, after its re-run
+    assert "earlier versions" in evidence.page([executed, run], folder=tmp_path)
+
+
 #: A recorded bar as :func:`support.claims.describe` printed it, and what its unit is in the value's own units.
 BAR = re.compile(r"at (?P<side>least|most) (?P<number>[\d,.]+)\s*(?P<unit>ms|µs|ns|s|%|×)?")
 SCALE = {"ms": 1e-3, "µs": 1e-6, "ns": 1e-9, "s": 1.0, "%": 0.01, "×": 1.0, None: 1.0}

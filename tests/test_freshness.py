@@ -67,11 +67,16 @@ def test_a_fresh_process_file_that_is_missing_or_named_after_the_run_makes_it_st
     assert freshness.freshness(notebook, tmp_path).reasons == ["support/cli.py was missing when it ran"]
     (tmp_path / "support" / "cli.py").write_text("def main():\n    return 0\n")
     assert freshness.freshness(notebook, tmp_path).reasons == ["support/cli.py changed"]
+    (tmp_path / "support" / "cli.py").unlink()
+    notebook.metadata["book"][freshness.CHILD_KEY] = []  # no longer named: still stale until it runs again
+    assert freshness.freshness(notebook, tmp_path).reasons == ["support/cli.py was missing when it ran"]
+    (tmp_path / "support" / "cli.py").write_text("def main():\n    return 0\n")
+    notebook.metadata["book"][freshness.CHILD_KEY] = ["support/cli.py"]
     freshness.record(notebook, found, tmp_path)
     assert freshness.freshness(notebook, tmp_path).fresh
     notebook.metadata["book"][freshness.CHILD_KEY].append("support/report.py")  # named after the run
     (tmp_path / "support" / "report.py").write_text("x = 1\n")
-    assert freshness.freshness(notebook, tmp_path).reasons == ["support/report.py is run by its fresh processes now"]
+    assert freshness.freshness(notebook, tmp_path).reasons == ["support/report.py is not in the record of its run"]
 
 
 def test_an_edited_code_cell_makes_it_stale_and_an_edited_markdown_cell_does_not(tmp_path):

@@ -90,6 +90,47 @@ def _has(module, name: str) -> bool:
     return True
 
 
+def _bound_at_top_level(tree: ast.Module) -> set[str]:
+    """The names a cell binds in the notebook's namespace: assignments, loop and ``with`` targets, functions,
+    classes and imports of anything but the book's own packages, at the cell's top level or inside its ``if``,
+    ``for``, ``while``, ``with`` and ``try`` blocks (not inside a function, a class or a comprehension, whose
+    names are their own)."""
+    names: set[str] = set()
+
+    def targets(node: ast.AST) -> None:
+        for part in ast.walk(node):
+            if isinstance(part, ast.Name):
+                names.add(part.id)
+
+    def visit(statements: list[ast.stmt]) -> None:
+        for statement in statements:
+            if isinstance(statement, ast.Assign):
+                for target in statement.targets:
+                    targets(target)
+            elif isinstance(statement, ast.AugAssign | ast.AnnAssign | ast.For | ast.AsyncFor):
+                targets(statement.target)
+            elif isinstance(statement, ast.With | ast.AsyncWith):
+                for item in statement.items:
+                    if item.optional_vars is not None:
+                        targets(item.optional_vars)
+            elif isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                names.add(statement.name)
+            elif isinstance(statement, ast.Import | ast.ImportFrom):
+                module = statement.module if isinstance(statement, ast.ImportFrom) else None
+                for alias in statement.names:
+                    source = module or alias.name
+                    if source.split(".")[0] not in PACKAGES:
+                        names.add(alias.asname or alias.name.split(".")[0])
+            for field in ("body", "orelse", "finalbody"):
+                if not isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                    visit(getattr(statement, field, []))
+            for handler in getattr(statement, "handlers", []):
+                visit(handler.body)
+
+    visit(tree.body)
+    return names
+
+
 @pytest.mark.parametrize("path", notebooks.chapter_notebooks(), ids=lambda p: p.name)
 def test_what_a_chapter_reads_from_the_books_modules_exists(path):
     """Every ``module.name`` a chapter reads from a module of the book it imported (``from support import
@@ -98,12 +139,7 @@ def test_what_a_chapter_reads_from_the_books_modules_exists(path):
     bound: dict[str, types.ModuleType] = {}
     missing = []
     trees = [ast.parse(notebooks._python_source(c.source)) for c in notebooks.code_cells(notebooks.read_notebook(path))]
-    rebound = {  # a name the chapter assigns
-        node.id
-        for tree in trees
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)
-    }
+    rebound = {name for tree in trees for name in _bound_at_top_level(tree)}
     for tree in trees:
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] in PACKAGES:
@@ -121,11 +157,11 @@ def test_what_a_chapter_reads_from_the_books_modules_exists(path):
             name = node.value.id if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) else None
             if name in bound and not _has(bound[node.value.id], node.attr):
                 missing.append(f"{node.value.id}.{node.attr}")
-    assert missing == [], f"{path.name} reads names its modules lack: {sorted(set(missing))}"
-    # a cell that assigns a module's name (views = {...} after importing support.interop.views) leaves every cell
-    # run after it, an earlier one run again included, with the assigned value where the module was
+    # a cell that binds a module's name again (views = {...} after importing support.interop.views) leaves every
+    # cell run after it, an earlier one run again included, with something else where the module was
     shadowed = sorted(set(bound) & rebound)
-    assert shadowed == [], f"{path.name} assigns names it imported as the book's modules: {shadowed}; rename them"
+    assert shadowed == [], f"{path.name} binds names it imported as the book's modules again: {shadowed}; rename"
+    assert missing == [], f"{path.name} reads names its modules lack: {sorted(set(missing))}"
 
 
 PACKAGES = ("support", "booktools")
@@ -161,3 +197,12 @@ def test_every_claim_a_chapter_states_held_in_its_published_outputs(path):
     outputs = json.dumps([cell.get("outputs", []) for cell in notebook.cells], ensure_ascii=False)
     missing = [name for name, pattern in zip(names, patterns, strict=True) if not re.search(f"✓ {pattern}: ", outputs)]
     assert missing == [], f"{path.name}: claims without a ✓ line in the outputs (execute it): {missing}"
+
+
+def test_a_name_bound_at_a_cell_s_top_level_is_found_and_one_inside_a_function_or_comprehension_is_not():
+    source = (
+        "from support.interop import views\nimport numpy as np\nimport torch.nn as tnn\nfrom support import env\n"
+        "views = {}\nfor i, (a, b) in []: pass\nwith open('x') as f: pass\ndef f(): local = 1\n"
+        "squares = [k for k in range(3)]\nif True:\n    inside = 2\n"
+    )
+    assert _bound_at_top_level(ast.parse(source)) == {"views", "np", "tnn", "i", "a", "b", "f", "squares", "inside"}

@@ -147,3 +147,12 @@ def test_a_run_reads_the_gpu_named_by_uuid_as_a_rehearsal_does(monkeypatch):
     monkeypatch.setattr(mps, "index_of_uuid", {"GPU-2a": 2}.get)  # NVML's answer for the one UUID it knows
     assert runs.visible_gpu({"CUDA_VISIBLE_DEVICES": "GPU-2a"}) == 2
     assert runs.visible_gpu({"CUDA_VISIBLE_DEVICES": "GPU-8f1c"}) == 0  # NVML does not know it: the best guess
+
+
+def test_by_default_a_run_finds_its_gpu_once_and_samples_that_card(monkeypatch):
+    found, sampled = [], []
+    monkeypatch.setattr(runs, "visible_gpu", lambda: found.append(1) or 1)
+    monkeypatch.setattr(runs.env, "card_memory", lambda index: sampled.append(index))  # None: NVML has no answer
+    monkeypatch.setattr(runs, "command_for", lambda mode, notebook, python=sys.executable: [python, "-c", "0"])
+    runs.measure(["a.ipynb", "b.ipynb"], "test GPU", "nbval", log=lambda line: None)
+    assert found == [1] and sampled and set(sampled) == {1}

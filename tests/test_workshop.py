@@ -496,6 +496,13 @@ def test_links_that_leave_the_edition_inside_one_pair_of_brackets_share_one_ment
         workshop.edition_links(kept, set(), None)
         == "(see chapter 4 in the published book and [the web](https://example.org))"
     )
+    apart = "(see [a](a.ipynb)) and (also [b](b.ipynb)); (see [c](c.ipynb) (and [d](d.ipynb)))"
+    assert workshop.edition_links(apart, set(), None) == (
+        "(see a in the published book) and (also b in the published book); "
+        "(see c in the published book (and d in the published book))"
+    )
+    in_code = "(see [a](a.ipynb) and `[b](b.ipynb)`)"
+    assert workshop.edition_links(in_code, set(), None) == "(see a in the published book and `[b](b.ipynb)`)"
     possessive = "(see [chapter 4](04_x.ipynb) and [chapter 5](05_z.ipynb)'s pool)"
     assert (
         workshop.edition_links(possessive, set(), None) == "(see chapter 4 in the published book and chapter 5's pool)"
