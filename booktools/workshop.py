@@ -325,11 +325,10 @@ def edition_links(text: str, pages: set[str], url: str | None) -> str:
 
     def relink(match: re.Match) -> str:
         bang, words, target = match.groups()
-        anchor = target.partition("#")[2]
+        page, _, anchor = target.partition("#")
         before = match.string[: match.start()].rsplit("\n\n", 1)[-1]  # this paragraph, up to the link
         if not leaves_edition(bang, target) or before.count("`") % 2:  # kept, or written inside a code span
             return match.group(0)
-        page = target.partition("#")[0]
         if url is None:
             before = re.sub(r"`[^`]*`", "", before)  # brackets in code are not the sentence's
             after = match.string[match.end() :]
