@@ -438,15 +438,157 @@ def counted(rehearsals: Sequence) -> list:
     return [r for r in rehearsals if r.memory_check and not r.interrupted]
 
 
+def chapters_ran(rehearsal) -> list[str]:
+    """The chapters ``rehearsal``'s seats ran: those it names, or, in a record that names none, those its seats
+    report."""
+    return list(rehearsal.chapters) or sorted({c.chapter for seat in rehearsal.seats for c in seat.chapters})
+
+
+def rehearsed(chapter: str, rehearsals: Sequence) -> list:
+    """The counted rehearsals (:func:`counted`) whose seats ran ``chapter``, whatever agenda each named. The agenda a
+    rehearsal names only chooses and checks its chapters (:func:`booktools.rehearse.rehearse`): the seats run the
+    same code of a chapter whatever it names. The room is not the same: which other chapters the seats ran, and
+    when they reached this one, differ, and a timing claim measures that too."""
+    return [r for r in counted(rehearsals) if chapter in chapters_ran(r)]
+
+
 def unrehearsed(agenda: str, rehearsals: Sequence) -> list[str]:
-    """The chapters of ``agenda`` that no counted rehearsal of it (:func:`counted`) ran."""
-    ran = {chapter for r in counted(rehearsals) if r.agenda == agenda for chapter in r.chapters}
-    return [chapter for chapter in AGENDAS[agenda] if chapter not in ran]
+    """The chapters of ``agenda`` that no counted rehearsal ran (:func:`rehearsed`)."""
+    return [chapter for chapter in AGENDAS[agenda] if not rehearsed(chapter, rehearsals)]
 
 
-def rehearsed_at(agenda: str, share: str, rehearsals: Sequence) -> bool:
-    """Whether a counted rehearsal of ``agenda`` (:func:`counted`) gave each seat the share ``share`` (``"11G"``)."""
-    return any(r.agenda == agenda and r.limit == share for r in counted(rehearsals))
+def rehearsed_at(agenda: str, share: str, rehearsals: Sequence) -> list[str]:
+    """The chapters of ``agenda`` that a counted rehearsal ran with the share ``share`` (``"11G"``) at each seat
+    (:func:`rehearsed`), in the agenda's order: all of them, some, or none. Any version of a chapter's code and any
+    GPU count here; :func:`seats_by_chapter` says which version ran in which room."""
+    return [c for c in AGENDAS[agenda] if any(r.limit == share for r in rehearsed(c, rehearsals))]
+
+
+def share_note(agenda: str, share: str, rehearsals: Sequence) -> str:
+    """What the page adds after an agenda's least share: nothing where a counted rehearsal ran each of its chapters
+    at that share (:func:`rehearsed_at`), else how many did.
+
+    >>> share_note("two-hours", "11G", [])
+    ' (no rehearsal at it)'
+    """
+    ran, chapters = rehearsed_at(agenda, share, rehearsals), AGENDAS[agenda]
+    if len(ran) == len(chapters):
+        return ""
+    return " (no rehearsal at it)" if not ran else f" (rehearsed at it: {len(ran)} of its {len(chapters)} chapters)"
+
+
+def room_of(rehearsal) -> tuple:
+    """What a rehearsal's room was, as :func:`seats_by_chapter` groups them: the GPU, the seats (the teacher's
+    counted), the share, the seats that ran two kernels at once (two shares each), and whether a teacher's seat
+    ran the book's own notebooks."""
+    doubled = sum(seat.kernels > 1 for seat in rehearsal.seats)
+    teacher = any(seat.edition == "teacher" for seat in rehearsal.seats)
+    return rehearsal.gpu, len(rehearsal.seats), rehearsal.limit, doubled, teacher
+
+
+def room_text(room: tuple) -> str:
+    """A room of :func:`room_of` in words: ``"5 seats of 14G on NVIDIA H100 80GB HBM3, the teacher's among them"``."""
+    gpu, seats, share, doubled, teacher = room
+    said = f"{seats} seat{'' if seats == 1 else 's'} of {share} on {gpu}"
+    if doubled:
+        said += f", {doubled} of them running two kernels at once"
+    return said + (", the teacher's among them" if teacher else ", no teacher's seat")
+
+
+def _what_stopped(chapter_at_seat) -> str:
+    """What stopped a chapter at a seat, as :func:`how_the_seats_fared` counts it: the claim's name, ``"not
+    finished"``, or the error's kind (``"another error (AssertionError)"``)."""
+    kind = chapter_at_seat.failure
+    if kind == "claim":
+        return chapter_at_seat.failed_claim
+    if kind == "unfinished":
+        return "not finished"
+    words = STOPPED_AT.sub("", chapter_at_seat.error or "").strip()
+    name = words.split(":", 1)[0].strip() if ":" in words else ""
+    return f"another error ({name})" if name and " " not in name else "another error"
+
+
+def how_the_seats_fared(rehearsals: Sequence, chapter: str) -> str:
+    """How the seats of ``rehearsals`` (one or several) fared in ``chapter``: the participant seats that passed it,
+    the teacher's seats, and what stopped the others (each claim by name, since a claim measures the room's
+    contention too; another error by its kind; a chapter never finished), with the number of seats and whose:
+    ``"3 of 4 participant seats passed; the teacher's seat passed; stopped: ecg.read_to_plot_warm at 1 seat"``."""
+    at_seats = [(r, seat, c) for r in rehearsals for seat in r.seats for c in seat.chapters if c.chapter == chapter]
+    participants = [c for _, seat, c in at_seats if seat.edition == "participant"]
+    teachers = [c for _, seat, c in at_seats if seat.edition == "teacher"]
+    said = f"{sum(c.passed for c in participants)} of {len(participants)} participant seats passed"
+    if len(teachers) == 1:
+        said += f"; the teacher's seat {'passed' if teachers[0].passed else 'FAILED'}"
+    elif teachers:
+        said += f"; {sum(c.passed for c in teachers)} of {len(teachers)} teacher's seats passed"
+    stopped: dict[str, list[tuple[str, str]]] = {}
+    for r, seat, c in at_seats:
+        if not c.passed:
+            stopped.setdefault(_what_stopped(c), []).append((seat.edition, r.name))
+    if stopped:
+        parts = []
+        for what, whose in stopped.items():
+            n, theirs = len(whose), sum(edition == "teacher" for edition, _ in whose)
+            mine = "" if not theirs else " (the teacher's)" if n == 1 else f" ({theirs} of them the teacher's)"
+            where = ""
+            if len(rehearsals) > 1:  # pooled: say which of them
+                names = list(dict.fromkeys(name.removeprefix("rehearsal ") for _, name in whose))
+                where = f" in rehearsal{'s' if len(names) > 1 else ''} {', '.join(names)}"
+            parts.append(f"{what} at {n} seat{'' if n == 1 else 's'}{mine}{where}")
+        said += "; stopped: " + ", ".join(parts)
+    return said
+
+
+def seats_by_chapter(agenda_name: str, rehearsals: Sequence) -> list[dict]:
+    """Each room (:func:`room_of`: GPU, seats, share, two-kernel seats, teacher) that a counted rehearsal ran with a
+    chapter of ``agenda_name`` (:func:`rehearsed`, whatever agenda it named), most seats first, with, for each
+    chapter of the agenda, every such rehearsal in that room that ran the chapter's current code
+    (:meth:`booktools.rehearse.Rehearsal.ran_current`) or, only where none did, every one that ran it at all
+    (``version`` says ``"earlier or not recorded"``), and how their seats fared together
+    (:func:`how_the_seats_fared`). A chapter no rehearsal in that room ran has ``rehearsals`` empty."""
+    rooms = sorted(
+        {room_of(r) for chapter in AGENDAS[agenda_name] for r in rehearsed(chapter, rehearsals)},
+        key=lambda room: (room[0], -room[1], limit_bytes(room[2]), room[3], not room[4]),
+    )
+    rows = []
+    for room in rooms:
+        for chapter in AGENDAS[agenda_name]:
+            ran = [r for r in rehearsed(chapter, rehearsals) if room_of(r) == room]
+            current = [r for r in ran if r.ran_current(chapter)]
+            chosen = current or ran
+            row = {"room": room, "chapter": chapter, "rehearsals": chosen, "version": None, "said": ""}
+            if chosen:
+                names = ", ".join(r.name.removeprefix("rehearsal ") for r in chosen)
+                row["version"] = "current" if current else "earlier or not recorded"
+                row["named"] = f"rehearsal{'s' if len(chosen) > 1 else ''} {names}"
+                row["said"] = how_the_seats_fared(chosen, chapter)
+            rows.append(row)
+    return rows
+
+
+def room_sizes_text(agenda_name: str, rehearsals: Sequence, width: int = 88) -> str:
+    """:func:`seats_by_chapter` as the teachers' page prints it under an agenda, within ``width`` columns: each room,
+    then a line per chapter rehearsed in it (its rehearsals, the version where not the current one, how their seats
+    fared together), then the chapters none ran in it; ``"rehearsed: not yet"`` where no counted rehearsal ran any
+    of the agenda's chapters."""
+    rows = seats_by_chapter(agenda_name, rehearsals)
+    if not rows:
+        return f"  rehearsed: not yet (make rehearse AGENDA={agenda_name})"
+    lines = []
+
+    def add(said: str) -> None:
+        lines.append(textwrap.fill(said, width, initial_indent="    ", subsequent_indent="      "))
+
+    for room in dict.fromkeys(row["room"] for row in rows):
+        here = [row for row in rows if row["room"] == room]
+        lines.append(textwrap.fill(room_text(room) + ":", width, initial_indent="  ", subsequent_indent="    "))
+        for row in here:
+            if row["rehearsals"]:
+                version = "" if row["version"] == "current" else f" ({row['version']} version)"
+                add(f"{row['chapter']}: {row['named']}{version}: {row['said']}")
+        if missing := [row["chapter"] for row in here if not row["rehearsals"]]:
+            add(f"not rehearsed in this room: {', '.join(missing)}")
+    return "\n".join(lines)
 
 
 def seconds_at_the_seats(chapters: Sequence[str], rehearsals: Sequence) -> dict[str, tuple[float, str]]:

@@ -364,14 +364,77 @@ def test_a_rehearsal_that_skipped_the_memory_check_or_was_cut_short_rehearsed_no
     small = rehearsal("4G", everything, check=False)  # a share below the chapters' peaks, on purpose
     cut = rehearsal("11G", everything, interrupted=True)
     assert teaching.unrehearsed("two-hours", [small, cut]) == everything
-    assert not teaching.rehearsed_at("two-hours", "4G", [small]) and not teaching.rehearsed_at(
-        "two-hours", "11G", [cut]
-    )
+    assert teaching.rehearsed_at("two-hours", "4G", [small]) == [] == teaching.rehearsed_at("two-hours", "11G", [cut])
     first_two = rehearsal("14G", everything[:2])
     assert teaching.unrehearsed("two-hours", [small, first_two]) == everything[2:]
-    assert teaching.rehearsed_at("two-hours", "14G", [first_two]) and not teaching.rehearsed_at(
-        "half-day", "14G", [first_two]
+    assert teaching.rehearsed_at("two-hours", "14G", [first_two]) == everything[:2]
+    assert teaching.rehearsed_at("two-hours", "16G", [first_two]) == []
+    assert teaching.share_note("two-hours", "14G", [first_two]) == " (rehearsed at it: 2 of its 4 chapters)"
+    assert teaching.share_note("two-hours", "14G", [rehearsal("14G", everything)]) == ""
+    # the seats ran the same code whatever agenda it named: chapters 0 and 1 of the half day were rehearsed
+    assert teaching.rehearsed_at("half-day", "14G", [first_two]) == everything[:2]
+    mixed = rehearsal("14G", ["02_memory_layouts", "06_ecg_pipeline"])  # one chapter the two-hour agenda lacks
+    assert teaching.unrehearsed("two-hours", [mixed]) == everything[:3]  # its chapter 6 counts all the same
+
+
+def test_the_seats_per_chapter_count_every_rehearsal_of_its_current_code_in_each_room():
+    chapter = "06_ecg_pipeline"
+    claim = "In [54], cell 99: ClaimError: ecg.read_to_plot_warm does not hold: 854 ms against 1.30 s (x): 1.5×"
+    crash = "In [50], cell 91: AssertionError: {'allocator': 'torch'}"
+
+    def seats(*errors, teacher=True, kernels=1):
+        made = [
+            rehearse.Seat(n, "participant", [rehearse.ChapterAtSeat(chapter, error is None, 9.0, error)])
+            for n, error in enumerate(errors, start=2)
+        ]
+        if kernels > 1:
+            made[-1].kernels = kernels
+        lead = rehearse.Seat(1, "teacher", [rehearse.ChapterAtSeat(chapter, True, 9.0)])
+        return ([lead] if teacher else []) + made
+
+    def rehearsal(agenda, seated, current=True, chapters=(chapter,), check=True):
+        made = rehearse.Rehearsal(
+            agenda, "14G", "H100", "580", 80 * GIB, "2026-11-27", 9.0, None, seated, list(chapters), memory_check=check
+        )
+        if current is not None:
+            made.cells = {c: rehearse.code_of(c) if current else "an older hash" for c in chapters}
+        return made
+
+    records = [
+        rehearsal("two-hours", seats(None, "cell 3: ValueError: an old bug"), current=False),  # replaced below
+        rehearsal("two-hours", seats(None, None)),
+        rehearsal("half-day", seats(claim, crash), chapters=("02_memory_layouts", chapter)),  # a mixed part
+        rehearsal("two-hours", seats(crash, crash), check=False),  # a share chosen too small: not counted
+        rehearsal("two-hours", seats(None, None, kernels=2), current=None),  # which code ran is not recorded
+        rehearsal("two-hours", seats(None, claim, teacher=False)),  # no teacher's seat: another room
+        rehearsal("two-hours", seats(None, "interrupted before it finished")),  # the same room, on another GPU
+    ]
+    records[-1].gpu = "H200"
+    for number, made in enumerate(records, start=1):
+        made.number = number
+    rows = [row for row in teaching.seats_by_chapter("two-hours", records) if row["chapter"] == chapter]
+    assert [teaching.room_text(row["room"]) for row in rows] == [
+        "3 seats of 14G on H100, the teacher's among them",
+        "3 seats of 14G on H100, 1 of them running two kernels at once, the teacher's among them",
+        "2 seats of 14G on H100, no teacher's seat",
+        "3 seats of 14G on H200, the teacher's among them",
+    ]
+    both, doubled, alone, elsewhere = rows
+    assert both["named"] == "rehearsals 2, 3" and both["version"] == "current"  # both current ones, not the old
+    assert both["said"] == (
+        "2 of 4 participant seats passed; 2 of 2 teacher's seats passed; stopped: ecg.read_to_plot_warm at 1 seat "
+        "in rehearsal 3, another error (AssertionError) at 1 seat in rehearsal 3"
     )
+    assert elsewhere["said"].endswith("stopped: not finished at 1 seat")
+    assert doubled["named"] == "rehearsal 5" and doubled["version"] == "earlier or not recorded"
+    assert alone["said"] == "1 of 2 participant seats passed; stopped: ecg.read_to_plot_warm at 1 seat"
+    others = [row for row in teaching.seats_by_chapter("two-hours", records) if row["chapter"] != chapter]
+    assert others and not any(row["rehearsals"] for row in others)  # chapter 2 is not the two-hour agenda's
+    records[1].seats[0].chapters[0] = rehearse.ChapterAtSeat(chapter, False, 9.0, claim)  # the teacher's, now
+    text = teaching.room_sizes_text("two-hours", records[:2])
+    assert "stopped: ecg.read_to_plot_warm at 1 seat (the teacher's)" in text
+    assert "not rehearsed in this room: 00_getting_started, 01_why_gpus, 03_zero_copy" in text
+    assert teaching.room_sizes_text("two-hours", []) == "  rehearsed: not yet (make rehearse AGENDA=two-hours)"
 
 
 def test_a_rehearsal_of_part_of_an_agenda_names_its_chapters_whole():
