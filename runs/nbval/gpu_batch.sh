@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# One GPU batch for the chapters named, on the lab's GPU hosts (../shared/gpu-host/README.md: the staged stack at
+# /tmp/site, a copy of the book at /tmp/book). It replaces the per-chapter copies kept beside the logs they wrote
+# (h100_ch3_batch_2026-11-27.sh, h100_ch6_batch_2026-11-27.sh, ...): the same steps, the chapters as arguments.
+#
+#   bash runs/nbval/gpu_batch.sh h100 chapters/03_zero_copy.ipynb chapters/06_ecg_pipeline.ipynb
+#       for each chapter: execution, nbval on the whole GPU, nbval under the 16 GB MPS limit (labels "H100 80GB"
+#       and "16 GB (MPS limit)"); chapter 6's command-line records are made before its execution.
+#   bash runs/nbval/gpu_batch.sh h200 chapters/03_zero_copy.ipynb
+#       nbval on GPU 0 (label "H200 141GB") and, on GPU 1 where the host has two, `make compare` of the same
+#       chapters at once (else after it), its output in /tmp/logs/compare_h200.txt.
+#
+# Each step prints "MARK<step> <chapter>" when done and the batch "MARKALL" last: collect after each mark, since the
+# session's device time may end first. MPS is stopped on every path.
+set -u
+mode=${1:?"name the mode first: h100 or h200"}; shift
+[ $# -gt 0 ] || { echo "name at least one chapter, e.g. chapters/03_zero_copy.ipynb" >&2; exit 2; }
+cd /tmp/book || exit 2
+export PYTHONPATH=/tmp/site:/tmp/book PATH=/tmp/site/bin:$PATH
+export XLA_PYTHON_CLIENT_PREALLOCATE=false PYTHONUNBUFFERED=1 PYTHONHASHSEED=0
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+mkdir -p /tmp/logs
+trap 'echo quit | timeout 10 nvidia-cuda-mps-control > /dev/null 2>&1 || true' EXIT
+nvidia-smi -L
+case "$mode" in
+  h100)
+    for chapter in "$@"; do
+      name=$(basename "$chapter" .ipynb)
+      [ "$name" = 06_ecg_pipeline ] && bash runs/ecg_cli_records.sh
+      python3 -m booktools.runs measure --mode execute --label "H100 80GB" --log-dir /tmp/logs/execute "$chapter"
+      echo "execute EXIT=$? MARKE $name at $(date +%T)"
+      python3 -m booktools.runs measure --mode nbval --label "H100 80GB" --log-dir /tmp/logs/nbval "$chapter"
+      echo "nbval EXIT=$? MARKN $name at $(date +%T)"
+      python3 -m booktools.mps --limit 16G -- python3 -m booktools.runs measure --mode nbval \
+        --label "16 GB (MPS limit)" --memory-limit 16G --log-dir /tmp/logs/nbval16 "$chapter"
+      echo "16g EXIT=$? MARK16 $name at $(date +%T)"
+    done;;
+  h200)
+    gpus=$(nvidia-smi --query-gpu=name --format=csv,noheader | wc -l)
+    nbval() {
+      CUDA_VISIBLE_DEVICES=0 python3 -m booktools.runs measure --mode nbval --label "H200 141GB" \
+        --log-dir /tmp/logs/nbval_h200 "$@" > /tmp/logs/nbval_h200.out 2>&1
+      echo "nbval h200 EXIT=$? MARKH at $(date +%T)"; tail -n 2 /tmp/logs/nbval_h200.out
+    }
+    compare() {
+      CUDA_VISIBLE_DEVICES=$1 make compare PYTHON=python3 COMPARE="${*:2}" > /tmp/logs/compare_h200.txt 2>&1
+      echo "compare EXIT=$? MARKC at $(date +%T)"; tail -n 2 /tmp/logs/compare_h200.txt
+    }
+    if [ "$gpus" -ge 2 ]; then nbval "$@" & compare 1 "$@" & wait; else nbval "$@"; compare 0 "$@"; fi;;
+  *) echo "unknown mode $mode: h100 or h200" >&2; exit 2;;
+esac
+echo MARKALL
