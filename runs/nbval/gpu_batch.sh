@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # One GPU batch for the chapters named, on the lab's GPU hosts (../shared/gpu-host/README.md: the staged stack at
 # /tmp/site, a copy of the book at /tmp/book). It replaces the per-chapter copies kept beside the logs they wrote
-# (h100_ch3_batch_2026-11-27.sh, h100_ch6_batch_2026-11-27.sh, ...): the same steps, the chapters as arguments.
+# (h100_ch3_batch_2026-11-27.sh, h100_ch6_batch_2026-11-27.sh, ...): their execute and nbval steps, the chapters as
+# arguments (chapter 6's floor probe and freshness check stay in its own script). It refuses a host whose cards are
+# not the mode's: a booking may come as the other card, and a run's label names the card.
 #
 #   bash runs/nbval/gpu_batch.sh h100 chapters/03_zero_copy.ipynb chapters/06_ecg_pipeline.ipynb
 #       for each chapter: execution, nbval on the whole GPU, nbval under the 16 GB MPS limit (labels "H100 80GB"
@@ -11,7 +13,7 @@
 #       chapters at once (else after it), its output in /tmp/logs/compare_h200.txt.
 #
 # Each step prints "MARK<step> <chapter>" when done and the batch "MARKALL" last: collect after each mark, since the
-# session's device time may end first. MPS is stopped on every path.
+# session's device time may end first. MPS is stopped when the script ends or is stopped (not after a SIGKILL).
 set -u
 mode=${1:?"name the mode first: h100 or h200"}; shift
 [ $# -gt 0 ] || { echo "name at least one chapter, e.g. chapters/03_zero_copy.ipynb" >&2; exit 2; }
@@ -22,6 +24,11 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 mkdir -p /tmp/logs
 trap 'echo quit | timeout 10 nvidia-cuda-mps-control > /dev/null 2>&1 || true' EXIT
 nvidia-smi -L
+card=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+case "$mode:$card" in
+  h100:*H100*|h200:*H200*) ;;
+  h100:*|h200:*) echo "this host's cards are $card, not the mode's $mode: book again" >&2; exit 3;;
+esac
 case "$mode" in
   h100)
     for chapter in "$@"; do

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # 2026-11-27: the script that ran chapter 3's H200 nbval and `make compare` (its H200 branch, below). It was written
 # for four H100s (chapter 7's nbval and two rehearsals at once); both four-GPU bookings came as H200s, so its H100
-# branch has not run, and was edited after (rehearsal C moved); the H200 branch is as it ran; the rehearsals then ran one after another on a one-GPU H100 (.gpubatch/rehearse.sh).
+# branch has not run, and was edited after (rehearsal C moved); the H200 branch is as it ran; the rehearsals then ran one after another on a one-GPU H100 (python -m booktools.rehearse).
 #  H100s: chapter 7's nbval on GPUs 0,1 (the 2 x H100 column), pinned to half the host's cores (a two-GPU host's share);
 #         rehearsals A (two-hours 4x16G) on GPU 2 and B (two-hours 5x14G) on GPU 3, each with its own MPS daemon
 #         (own pipe directory) and pinned to a quarter of the cores (a one-GPU host's 16); rehearsal C (half-day 5x14G)
