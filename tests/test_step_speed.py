@@ -69,3 +69,44 @@ def test_batch_sizes_are_timed_in_alternating_order(monkeypatch):
     assert result == {512: 512.0, 4096: 4096.0}
     with pytest.raises(ValueError, match="two rounds"):
         step_speed.compare_batch_sizes(torch.zeros(8, 16), rounds=1)
+
+
+def test_steps_are_timed_in_turns_in_alternating_order_and_each_gets_its_median(monkeypatch):
+    ran, figures = [], {"a": iter([1.0, 5.0, 2.0, 9.0]), "b": iter([4.0, 3.0, 8.0, 1.0])}
+
+    def fake_time_steps(step, *, steps, warmup):
+        ran.append(step.__name__)
+        return next(figures[step.__name__])
+
+    def a():
+        pass
+
+    def b():
+        pass
+
+    monkeypatch.setattr(step_speed, "time_steps", fake_time_steps)
+    assert step_speed.time_in_turns({"a": a, "b": b}, rounds=4) == {"a": 3.5, "b": 3.5}
+    assert ran == ["a", "b", "b", "a", "a", "b", "b", "a"]  # no step always runs first
+    with pytest.raises(ValueError, match="at least two rounds"):
+        step_speed.time_in_turns({"a": a}, rounds=1)
+
+
+@pytest.mark.parametrize(("warms_up", "where"), [(True, "the capture"), (False, "before the capture")])
+def test_a_failed_graph_says_whether_the_capture_or_the_warm_ups_before_it_failed(monkeypatch, warms_up, where):
+    def fake_graphed_step(beats, batch_size, *, before_capture):
+        if warms_up:
+            before_capture()  # graphed_step calls it between the warm-ups and torch.cuda.graph
+        raise RuntimeError("CUDA graph capture failed: operation failed due to a previous error during capture")
+
+    monkeypatch.setattr(step_speed, "graphed_step", fake_graphed_step)
+    step, failure = step_speed.try_graphed_step(torch.zeros(4, 4), 2)
+    assert step is None
+    assert failure == {
+        "CUDA graph error": "CUDA graph capture failed: operation failed due to a previous error during capture",
+        "CUDA graph failed in": where,
+    }
+
+
+def test_a_graph_that_captures_is_returned_with_no_failure(monkeypatch):
+    monkeypatch.setattr(step_speed, "graphed_step", lambda beats, batch_size, *, before_capture: "the step")
+    assert step_speed.try_graphed_step(torch.zeros(4, 4), 2) == ("the step", {})

@@ -10,12 +10,15 @@ This module measures that and the usual fixes:
 - :func:`eager_step` is an ordinary training step (optionally with the fused Adam), :func:`graphed_step` the
   same step captured once as a CUDA graph and replayed, one launch for all its kernels;
 - :func:`time_steps` times a step with CUDA events after warm-ups;
-- :func:`compare_batch_sizes` times several batch sizes in turn, in alternating order, several rounds, so
-  that no size always runs first (warming the GPU's clocks and caches for the others).
+- :func:`time_in_turns` times several steps in turn, in alternating order, several rounds, so that no step
+  always runs first (warming the GPU's clocks and caches for the others): :func:`compare_batch_sizes` for
+  batch sizes, :func:`compare_in_process` for the eager, fused and graphed step under one allocator.
 
-CUDA graph capture needs PyTorch's own caching allocator: under RMM's PyTorch allocator (the book's one pool)
-the capture fails. :func:`support.memory.torch_setups.measure_in_fresh_process` measures the step under each
-allocator setup, one fresh process per setup (:mod:`support.fresh_process`).
+Under RMM's PyTorch allocator (the book's one pool) the capture fails, with PyTorch 2.11 and RMM 26.10: PyTorch's
+recipe allocates during capture from a private pool of its own caching allocator, and a pluggable allocator such
+as RMM's is asked nothing about graphs unless it registers a callback for them, which RMM's does not. Why that
+breaks this capture, the book does not measure. :func:`support.memory.torch_setups.measure_in_fresh_process`
+measures the step under each allocator setup, one fresh process per setup (:mod:`support.fresh_process`).
 """
 
 from __future__ import annotations
@@ -131,18 +134,24 @@ def time_steps(step: Callable[[], None], *, steps: int = 50, warmup: int = 10) -
     return time_cuda(many, warmup=0, repeat=3, label="steps").median * 1e3 / steps
 
 
-def compare_batch_sizes(beats: torch.Tensor, sizes=(512, 4096), *, rounds: int = 4, steps: int = 30) -> dict:
-    """Milliseconds per step for each of ``sizes``: the sizes timed in turn, forwards in even rounds and
-    backwards in odd ones, the median of ``rounds`` rounds per size (order-independent)."""
+def time_in_turns(steps_by_name: dict, *, rounds: int = 4, steps: int = 30, warmup: int = 3) -> dict:
+    """Milliseconds per step for each step of ``steps_by_name``: the steps timed in turn (:func:`time_steps`),
+    in the given order in even rounds and backwards in odd ones, the median of ``rounds`` rounds per step, so that
+    no step always runs first."""
     if rounds < 2:
         raise ValueError(f"need at least two rounds to alternate the order, not {rounds}")
-    makers = {size: eager_step(beats, size) for size in sizes}
-    times = {size: [] for size in sizes}
+    names = list(steps_by_name)
+    times = {name: [] for name in names}
     for round_ in range(rounds):
-        order = list(sizes) if round_ % 2 == 0 else list(reversed(sizes))
-        for size in order:
-            times[size].append(time_steps(makers[size], steps=steps, warmup=3))
-    return {size: statistics.median(values) for size, values in times.items()}
+        for name in names if round_ % 2 == 0 else reversed(names):
+            times[name].append(time_steps(steps_by_name[name], steps=steps, warmup=warmup))
+    return {name: statistics.median(values) for name, values in times.items()}
+
+
+def compare_batch_sizes(beats: torch.Tensor, sizes=(512, 4096), *, rounds: int = 4, steps: int = 30) -> dict:
+    """Milliseconds per step for each of ``sizes``: the sizes timed in turn, forwards in even rounds and
+    backwards in odd ones, the median of ``rounds`` rounds per size (:func:`time_in_turns`)."""
+    return time_in_turns({size: eager_step(beats, size) for size in sizes}, rounds=rounds, steps=steps)
 
 
 def profile_steps(step: Callable[[], None], *, steps: int = 20) -> StepProfile:
@@ -173,11 +182,22 @@ def compare_in_process(allocator: str, batch_size: int = 512, beats: int = 20_00
 
         use_one_pool()
     data = torch.randn(beats, width, device="cuda", generator=torch.Generator("cuda").manual_seed(0))
+    contenders = {"eager": eager_step(data, batch_size), "eager, fused Adam": eager_step(data, batch_size, fused=True)}
+    graphed, failure = try_graphed_step(data, batch_size)
+    if graphed is not None:
+        contenders["CUDA graph"] = graphed
     result = {"allocator": allocator, "batch_size": batch_size}
-    result["eager ms"] = time_steps(eager_step(data, batch_size))
-    result["eager, fused Adam ms"] = time_steps(eager_step(data, batch_size, fused=True))
+    result |= {f"{name} ms": ms for name, ms in time_in_turns(contenders).items()}
+    return result | failure
+
+
+def try_graphed_step(beats: torch.Tensor, batch_size: int) -> tuple[Callable[[], None] | None, dict]:
+    """:func:`graphed_step`, or ``None`` and what failed: ``{"CUDA graph error": the reason, "CUDA graph failed
+    in": "the capture"}`` when the warm-ups before it ran and ``torch.cuda.graph`` failed, ``"before the capture"``
+    when the failure came earlier."""
+    warmed_up = []
     try:
-        result["CUDA graph ms"] = time_steps(graphed_step(data, batch_size))
+        return graphed_step(beats, batch_size, before_capture=lambda: warmed_up.append(True)), {}
     except RuntimeError as error:
-        result["CUDA graph error"] = str(error)
-    return result
+        where = "the capture" if warmed_up else "before the capture"
+        return None, {"CUDA graph error": str(error), "CUDA graph failed in": where}

@@ -137,8 +137,9 @@ def capture_step(model: BeatVAE, optimizer, static_batch: torch.Tensor, beta: fl
 
 
 def graph_ready(device: torch.device) -> tuple[bool, str]:
-    """Whether :func:`train` can capture its step on ``device``, and why not: CUDA graphs need a CUDA device and
-    PyTorch's own caching allocator (not RMM's, which :func:`support.memory.use_one_pool` installs)."""
+    """Whether :func:`train` can capture its step on ``device``, and why not: CUDA graphs need a CUDA device, and
+    the capture fails where PyTorch allocates through RMM (:func:`support.memory.use_one_pool`; a
+    ``torch.cuda.MemPool`` on RMM beside PyTorch's own allocator is another matter: chapter 4)."""
     if device.type != "cuda":
         return False, f"CUDA graphs need a CUDA device, not {device.type}"
     if pools.pytorch_on_rmm():
