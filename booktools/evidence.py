@@ -22,11 +22,11 @@ import re
 import shutil
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from booktools import gpu_ready, records
+from booktools import freshness, gpu_ready, records
 from booktools.paths import CHAPTERS
 from support import env
 from support.claims import LOG_VARIABLE, describe
@@ -267,10 +267,21 @@ def _with_templates(found: dict, templates: list) -> dict:
     return Sections(found)
 
 
-def page(runs: Sequence[ClaimRun], folder: Path = CHAPTERS) -> str:
+def stale_chapters(folder: Path = CHAPTERS) -> set[str]:
+    """The chapters (``06_ecg_pipeline``) whose committed outputs predate their code (:mod:`booktools.freshness`):
+    their recorded claims are of an earlier version."""
+    return {
+        Path(path).stem
+        for path, found in freshness.report(sorted(folder.glob("*.ipynb")), folder.parent).items()
+        if found.status == "stale"
+    }
+
+
+def page(runs: Sequence[ClaimRun], folder: Path = CHAPTERS, stale: Collection[str] = ()) -> str:
     """The page *Claims and evidence* as MyST Markdown: the recorded runs, then per chapter one small block per
     claim (what it says, where it is measured, its control and bar, its value on each run that checked it), which
-    reads the same on a phone as on a laptop."""
+    reads the same on a phone as on a laptop. A chapter named in ``stale`` (:func:`stale_chapters`) says that its
+    code changed after these runs."""
     lines = [
         "# Claims and evidence",
         "",
@@ -316,6 +327,13 @@ def page(runs: Sequence[ClaimRun], folder: Path = CHAPTERS) -> str:
             runs_said = "The run" + ("s " if len(absent) > 1 else " ") + " and ".join(f"*{name}*" for name in absent)
             said += f" {runs_said} did not include this chapter."
         lines += [said, ""]
+        if notebook in stale:
+            lines += [
+                "**This chapter's code changed after these runs** (its cells, or the `support/` code it runs): the",
+                "claims below, their controls and their figures are of the earlier version, until the chapter is",
+                "executed again.",
+                "",
+            ]
         names = []
         for run in runs:
             for claim in run.chapters.get(notebook, []):
@@ -348,7 +366,7 @@ def find(run: ClaimRun, notebook: str, name: str) -> dict | None:
 
 
 def write_page(runs: Sequence[ClaimRun] | None = None, path: Path = PAGE) -> Path:
-    path.write_text(page(load() if runs is None else runs), encoding="utf-8")
+    path.write_text(page(load() if runs is None else runs, stale=stale_chapters()), encoding="utf-8")
     return path
 
 

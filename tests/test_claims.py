@@ -7,13 +7,14 @@ from __future__ import annotations
 import configparser
 import json
 import re
+from pathlib import Path
 
 import nbformat
 import numpy as np
 import pytest
 from IPython.core.formatters import DisplayFormatter
 
-from booktools import evidence, notebooks
+from booktools import evidence, freshness, notebooks
 from support import claims
 
 
@@ -230,9 +231,8 @@ def test_the_comparison_sets_each_claim_beside_the_books_with_the_ratio():
 
 
 def test_the_committed_page_is_the_one_the_committed_records_give():
-    assert evidence.PAGE.read_text(encoding="utf-8") == evidence.page(evidence.load()), (
-        "run `python -m booktools.evidence page`"
-    )
+    expected = evidence.page(evidence.load(), stale=evidence.stale_chapters())
+    assert evidence.PAGE.read_text(encoding="utf-8") == expected, "run `python -m booktools.evidence page`"
 
 
 def test_every_recorded_claim_shows_in_its_notebooks_committed_outputs():
@@ -318,3 +318,17 @@ def test_every_recorded_bar_claim_has_a_control_that_fails_its_bar():
                 )
                 checked += 1
     assert checked > 0  # the records hold such claims: a test that read none would prove nothing
+
+
+def test_a_chapter_whose_code_changed_after_its_runs_says_so_on_the_page(tmp_path):
+    run = evidence.ClaimRun(
+        "H100 80GB", "execute", "NVIDIA H100", "580", {}, None, "2026-11-27", {"06_b": [claim("b.x", 1)]}
+    )
+    note = "This chapter's code changed after these runs"
+    assert note in evidence.page([run], folder=tmp_path, stale={"06_b"})
+    assert note not in evidence.page([run], folder=tmp_path, stale={"05_a"})
+
+
+def test_the_stale_chapters_are_those_the_freshness_check_finds_stale():
+    found = freshness.report(notebooks.published_notebooks())
+    assert evidence.stale_chapters() == {Path(path).stem for path, state in found.items() if state.status == "stale"}

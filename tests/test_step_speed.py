@@ -3,6 +3,8 @@ CUDA graph run in chapter 6 on the GPU."""
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 import torch  # noqa: TID253 - these tests need it: without it they cannot run
 
@@ -72,7 +74,7 @@ def test_batch_sizes_are_timed_in_alternating_order(monkeypatch):
 
 
 def test_steps_are_timed_in_turns_in_alternating_order_and_each_gets_its_median(monkeypatch):
-    ran, figures = [], {"a": iter([1.0, 5.0, 2.0, 9.0]), "b": iter([4.0, 3.0, 8.0, 1.0])}
+    ran, figures = [], {"a": iter([1.0, 5.0, 2.0, 9.0]), "b": iter([4.0, 3.0, 8.0, 6.0])}
 
     def fake_time_steps(step, *, steps, warmup):
         ran.append(step.__name__)
@@ -85,17 +87,38 @@ def test_steps_are_timed_in_turns_in_alternating_order_and_each_gets_its_median(
         pass
 
     monkeypatch.setattr(step_speed, "time_steps", fake_time_steps)
-    assert step_speed.time_in_turns({"a": a, "b": b}, rounds=4) == {"a": 3.5, "b": 3.5}
+    assert step_speed.time_in_turns({"a": a, "b": b}, rounds=4) == {"a": 3.5, "b": 5.0}
     assert ran == ["a", "b", "b", "a", "a", "b", "b", "a"]  # no step always runs first
     with pytest.raises(ValueError, match="at least two rounds"):
         step_speed.time_in_turns({"a": a}, rounds=1)
 
 
+class FakeCuda:
+    """What try_graphed_step asks of torch.cuda, recorded in order (the CPU has no CUDA)."""
+
+    def __init__(self, monkeypatch):
+        self.calls = []
+        monkeypatch.setattr(torch.cuda, "current_stream", lambda: "the caller's stream")
+        monkeypatch.setattr(torch.cuda, "synchronize", lambda: self.calls.append("synchronize"))
+        monkeypatch.setattr(torch.cuda, "stream", self.stream)
+
+    @contextlib.contextmanager
+    def stream(self, stream):
+        self.calls.append(f"enter {stream}")
+        try:
+            yield
+        finally:
+            self.calls.append(f"back to {stream}")
+
+
 @pytest.mark.parametrize(("warms_up", "where"), [(True, "the capture"), (False, "before the capture")])
-def test_a_failed_graph_says_whether_the_capture_or_the_warm_ups_before_it_failed(monkeypatch, warms_up, where):
+def test_a_failed_graph_says_whether_the_capture_or_what_came_before_it_failed(monkeypatch, warms_up, where):
+    cuda = FakeCuda(monkeypatch)
+
     def fake_graphed_step(beats, batch_size, *, before_capture):
         if warms_up:
             before_capture()  # graphed_step calls it between the warm-ups and torch.cuda.graph
+            cuda.calls.append("capture")
         raise RuntimeError("CUDA graph capture failed: operation failed due to a previous error during capture")
 
     monkeypatch.setattr(step_speed, "graphed_step", fake_graphed_step)
@@ -105,8 +128,37 @@ def test_a_failed_graph_says_whether_the_capture_or_the_warm_ups_before_it_faile
         "CUDA graph error": "CUDA graph capture failed: operation failed due to a previous error during capture",
         "CUDA graph failed in": where,
     }
+    # the warm-ups are waited for before the capture, and the caller's stream is current again after the failure
+    inside = ["synchronize", "capture"] if warms_up else []
+    assert cuda.calls == ["enter the caller's stream", *inside, "back to the caller's stream"]
 
 
 def test_a_graph_that_captures_is_returned_with_no_failure(monkeypatch):
+    FakeCuda(monkeypatch)
     monkeypatch.setattr(step_speed, "graphed_step", lambda beats, batch_size, *, before_capture: "the step")
     assert step_speed.try_graphed_step(torch.zeros(4, 4), 2) == ("the step", {})
+
+
+@pytest.mark.parametrize("captured", [True, False])
+def test_the_comparison_names_the_columns_the_chapter_reads(monkeypatch, captured):
+    """Chapter 6 turns these into its table and claims: the key names and their order are what it reads."""
+    timed = []
+    failure = {"CUDA graph error": "CUDA graph capture failed: …", "CUDA graph failed in": "the capture"}
+    monkeypatch.setattr(step_speed, "eager_step", lambda beats, size, fused=False: f"eager {fused}")
+    monkeypatch.setattr(
+        step_speed, "try_graphed_step", lambda beats, size: ("graph", {}) if captured else (None, failure)
+    )
+
+    def fake_time_in_turns(contenders):
+        timed.append(list(contenders.values()))
+        return {name: float(i) for i, name in enumerate(contenders)}
+
+    monkeypatch.setattr(step_speed, "time_in_turns", fake_time_in_turns)
+    result = step_speed.compare_steps(torch.zeros(4, 4), 2)
+    if captured:
+        assert timed == [["eager False", "eager True", "graph"]]
+        assert result == {"eager ms": 0.0, "eager, fused Adam ms": 1.0, "CUDA graph ms": 2.0}
+    else:
+        assert timed == [["eager False", "eager True"]]
+        assert result == {"eager ms": 0.0, "eager, fused Adam ms": 1.0, **failure}
+    assert list(result)[:2] == ["eager ms", "eager, fused Adam ms"]

@@ -182,22 +182,42 @@ def compare_in_process(allocator: str, batch_size: int = 512, beats: int = 20_00
 
         use_one_pool()
     data = torch.randn(beats, width, device="cuda", generator=torch.Generator("cuda").manual_seed(0))
-    contenders = {"eager": eager_step(data, batch_size), "eager, fused Adam": eager_step(data, batch_size, fused=True)}
-    graphed, failure = try_graphed_step(data, batch_size)
+    return {"allocator": allocator, "batch_size": batch_size} | compare_steps(data, batch_size)
+
+
+def compare_steps(beats: torch.Tensor, batch_size: int) -> dict:
+    """Milliseconds per step of the eager step, the eager step with the fused Adam and the step as a CUDA graph
+    (``"eager ms"``, ``"eager, fused Adam ms"``, ``"CUDA graph ms"``), timed in turns (:func:`time_in_turns`);
+    where the graph cannot be captured, its error and where it failed instead of its time
+    (:func:`try_graphed_step`)."""
+    contenders = {
+        "eager": eager_step(beats, batch_size),
+        "eager, fused Adam": eager_step(beats, batch_size, fused=True),
+    }
+    graphed, failure = try_graphed_step(beats, batch_size)
     if graphed is not None:
         contenders["CUDA graph"] = graphed
-    result = {"allocator": allocator, "batch_size": batch_size}
-    result |= {f"{name} ms": ms for name, ms in time_in_turns(contenders).items()}
-    return result | failure
+    return {f"{name} ms": ms for name, ms in time_in_turns(contenders).items()} | failure
 
 
 def try_graphed_step(beats: torch.Tensor, batch_size: int) -> tuple[Callable[[], None] | None, dict]:
     """:func:`graphed_step`, or ``None`` and what failed: ``{"CUDA graph error": the reason, "CUDA graph failed
-    in": "the capture"}`` when the warm-ups before it ran and ``torch.cuda.graph`` failed, ``"before the capture"``
-    when the failure came earlier."""
+    in": "the capture"}`` when the warm-ups before it had run to the end and the capture failed, ``"before the
+    capture"`` when the failure came earlier.
+
+    The warm-ups are waited for before the capture starts, so that an error of theirs, which the GPU reports
+    later, is not taken for the capture's. And the caller's stream stays current after a failure:
+    ``torch.cuda.graph`` puts its own back only once the capture has ended without an error.
+    """
     warmed_up = []
-    try:
-        return graphed_step(beats, batch_size, before_capture=lambda: warmed_up.append(True)), {}
-    except RuntimeError as error:
-        where = "the capture" if warmed_up else "before the capture"
-        return None, {"CUDA graph error": str(error), "CUDA graph failed in": where}
+
+    def after_warm_ups() -> None:
+        torch.cuda.synchronize()
+        warmed_up.append(True)
+
+    with torch.cuda.stream(torch.cuda.current_stream()):
+        try:
+            return graphed_step(beats, batch_size, before_capture=after_warm_ups), {}
+        except RuntimeError as error:
+            where = "the capture" if warmed_up else "before the capture"
+            return None, {"CUDA graph error": str(error), "CUDA graph failed in": where}
