@@ -11,11 +11,16 @@
 #   bash runs/nbval/gpu_batch.sh h200 chapters/03_zero_copy.ipynb
 #       nbval on GPU 0 (label "H200 141GB") and, on GPU 1 where the host has two, `make compare` of the same
 #       chapters at once (else after it), its output in /tmp/logs/compare_h200.txt.
+#   bash runs/nbval/gpu_batch.sh two-h100 chapters/07_many_gpus.ipynb
+#       nbval of a chapter that needs two GPUs, one run using both H100s (label "2 × H100").
+#
+# The helpers in runs/nbval/host/ copy the tree to /tmp/book (sync.sh), start this script detached (bg.sh) and
+# bring back what it made (collect.sh).
 #
 # Each step prints "MARK<step> <chapter>" when done and the batch "MARKALL" last: collect after each mark, since the
 # session's device time may end first. MPS is stopped when the script ends or is stopped (not after a SIGKILL).
 set -u
-mode=${1:?"name the mode first: h100 or h200"}; shift
+mode=${1:?"name the mode first: h100, h200 or two-h100"}; shift
 [ $# -gt 0 ] || { echo "name at least one chapter, e.g. chapters/03_zero_copy.ipynb" >&2; exit 2; }
 cd /tmp/book || exit 2
 export PYTHONPATH=/tmp/site:/tmp/book PATH=/tmp/site/bin:$PATH
@@ -26,8 +31,8 @@ trap 'echo quit | timeout 10 nvidia-cuda-mps-control > /dev/null 2>&1 || true' E
 nvidia-smi -L
 card=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 case "$mode:$card" in
-  h100:*H100*|h200:*H200*) ;;
-  h100:*|h200:*) echo "this host's cards are $card, not the mode's $mode: book again" >&2; exit 3;;
+  h100:*H100*|two-h100:*H100*|h200:*H200*) ;;
+  h100:*|two-h100:*|h200:*) echo "this host's cards are $card, not the mode's $mode: book again" >&2; exit 3;;
 esac
 case "$mode" in
   h100)
@@ -54,6 +59,12 @@ case "$mode" in
       echo "compare EXIT=$? MARKC at $(date +%T)"; tail -n 2 /tmp/logs/compare_h200.txt
     }
     if [ "$gpus" -ge 2 ]; then nbval "$@" & compare 1 "$@" & wait; else nbval "$@"; compare 0 "$@"; fi;;
-  *) echo "unknown mode $mode: h100 or h200" >&2; exit 2;;
+  two-h100)
+    gpus=$(nvidia-smi --query-gpu=name --format=csv,noheader | wc -l)
+    [ "$gpus" -ge 2 ] || { echo "two-h100 needs two GPUs, this host has $gpus" >&2; exit 3; }
+    CUDA_VISIBLE_DEVICES=0,1 python3 -m booktools.runs measure --mode nbval --label "2 × H100" \
+      --log-dir /tmp/logs/nbval_h100x2 "$@"
+    echo "nbval two-h100 EXIT=$? MARKN2 at $(date +%T)";;
+  *) echo "unknown mode $mode: h100, h200 or two-h100" >&2; exit 2;;
 esac
 echo MARKALL
