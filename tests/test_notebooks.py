@@ -8,7 +8,7 @@ import types
 
 import pytest
 
-from booktools import notebooks
+from booktools import freshness, notebooks
 
 CHAPTERS = notebooks.chapter_notebooks()
 MAX_NOTEBOOK_BYTES = 4 << 20  # notebooks travel to the GPU host and into git: keep plots small
@@ -188,8 +188,13 @@ def test_chapters_code_uses_current_names(path):
 @pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.name)
 def test_every_claim_a_chapter_states_held_in_its_published_outputs(path):
     """Each ``claims.*("name", ...)`` call in a chapter's code printed its ✓ line in the committed outputs: the
-    published notebook was executed with the claims it states, and each held."""
+    published notebook was executed with the claims it states, and each held. A chapter whose outputs predate its
+    code (:mod:`booktools.freshness`: the book notes it on the chapter's page, and ``make test`` lists it) waits
+    for its execution, and is checked again once executed."""
     notebook = notebooks.read_notebook(path)
+    found = freshness.freshness(notebook)
+    if found.status == "stale":
+        pytest.skip(f"{path.name}'s outputs predate its code ({'; '.join(found.reasons)}): execute it")
     code = "\n".join(cell.source for cell in notebooks.code_cells(notebook))
     names = re.findall(r"claims\.\w+\(\s*f?\"([\w.{}\[\]'\" ]+?)\",", code)
     patterns = [re.escape(name).replace(r"\{", "{").replace(r"\}", "}") for name in names]
