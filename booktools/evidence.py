@@ -344,6 +344,8 @@ def page(runs: Sequence[ClaimRun], folder: Path = CHAPTERS, stale: Collection[st
             first = next(c for _, c in found if c is not None)
             where = sections.get(name)
             place = f"[{where[0]}]({notebook}.ipynb#{where[1]})" if where else f"[the chapter]({notebook}.ipynb)"
+            if where is None and notebook in stale:
+                place += " (a claim the chapter's current code no longer makes)"
             lines += [f"**{first['says']}**", "", f"- measured in {place}, as `{name}`"]
             control = control_text(first)
             against = f"against {control}" if control else "no control: the check itself"
