@@ -15,7 +15,7 @@ on the VAE's training then says what the GPU does for the weakest method. This m
 - :func:`pick_training_free` picks the method on the validation rows (:func:`support.ecg.baselines.pick_on_validation`)
   and reports its score on the test rows, which play no part in the pick;
 - :func:`speedup_rows` puts both paths in one table: the shared stages, the VAE's training, the method's
-  scoring, and a total for each path.
+  scoring, and a total for each path; :func:`repeat_ranges` gives the repeats behind each of its medians.
 
 >>> import numpy as np
 >>> labels = np.array([0, 0, 0, 1] * 2)  # rows 0-3 validate, rows 4-7 test
@@ -110,3 +110,35 @@ def speedup_rows(
 
 def _renamed(entry: pipeline.StageSpeedup, stage: str) -> pipeline.StageSpeedup:
     return pipeline.StageSpeedup(stage, entry.cpu_familiar, entry.cpu_fastest, entry.gpu)
+
+
+def repeat_ranges(sides: dict, extra: dict | None = None) -> list[dict[str, str]]:
+    """The spread behind the speed table's medians: per stage, each side's repeats from the fastest to the slowest
+    (:class:`support.bench.Timing`), or "one run" where the stage was timed once (``None``).
+
+    ``sides`` maps a column ("CPU familiar") to its stages' timings, in the table's order; ``extra`` adds rows
+    (training, the method's scoring) as a stage's timing per column.
+
+    >>> fast, slow = bench.Timing("read", (0.2, 0.1, 0.3), "wall"), bench.Timing("read", (0.002,), "cuda-events")
+    >>> once = {"train": {"CPU": None, "GPU": None}}
+    >>> rows = repeat_ranges({"CPU": {"read": fast}, "GPU": {"read": slow}}, extra=once)
+    >>> rows[0]
+    {'stage': 'read', 'CPU': '100 ms to 300 ms (3)', 'GPU': '2.00 ms (1)'}
+    >>> rows[1]
+    {'stage': 'train', 'CPU': 'one run', 'GPU': 'one run'}
+    """
+    stages = {
+        stage: {column: timings[stage] for column, timings in sides.items()} for stage in next(iter(sides.values()))
+    }
+    rows = []
+    for stage, columns in (stages | (extra or {})).items():
+        rows.append({"stage": stage} | {column: _range(timing) for column, timing in columns.items()})
+    return rows
+
+
+def _range(timing) -> str:
+    if timing is None:
+        return "one run"
+    if timing.min == timing.max:
+        return f"{bench.format_seconds(timing.min)} ({len(timing.samples)})"
+    return f"{bench.format_seconds(timing.min)} to {bench.format_seconds(timing.max)} ({len(timing.samples)})"
