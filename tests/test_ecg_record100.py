@@ -107,3 +107,22 @@ def test_shortfall_is_the_larger_gap_below_the_better_reference():
     assert gaps == {"chapter": 0.01, "degraded": 0.5}  # the references are left out
     with pytest.raises(ValueError, match="no reference detector"):
         real.shortfalls(real.detector_scores(beats, truth, FS), ["Elgendi"])
+
+
+def test_record_100_is_too_easy_to_tell_the_chapters_detector_from_a_naive_peak_finder(record100):
+    """What chapter 6's claim ecg.record100_too_easy_to_rank_detectors finds on the GPU, here on the CPU: a naive peak
+    finder is level with the better published detector, as the chapter's detector is, and the chapter's detector
+    told twice the sampling rate is not (the bar can reject a detector)."""
+    pytest.importorskip("ecgdetectors")
+    recording, annotations = record100
+    beats = {
+        "chapter": pipeline.find_beats(recording.signal, pipeline.PipelineConfig(fs=FS, progress=False)).peaks,
+        "told twice the rate": pipeline.find_beats(
+            recording.signal, pipeline.PipelineConfig(fs=2 * FS, progress=False)
+        ).peaks,
+        "naive peaks": real.naive_peaks(recording.signal, FS),
+    } | real.published_beats(recording.signal, FS)
+    rows = real.shortfalls(real.detector_scores(beats, annotations, FS), list(real.DETECTORS))
+    gaps = {r["detector"]: r["shortfall"] for r in rows}
+    assert gaps["naive peaks"] <= 0.005 and gaps["chapter"] <= 0.005, gaps
+    assert gaps["told twice the rate"] > 0.005, gaps

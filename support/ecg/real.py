@@ -12,8 +12,9 @@ positive predictivity.
 Record 100 (``support/ecg/data/100.hea``, ``100.dat``, ``100.atr``: 30 min, two leads at 360 Hz, as
 ``MIT-LCP/wfdb-python`` ships it in ``sample-data/``; attribution in ``data/mitdb_100.md``) carries the database's
 reference annotations, so there the detectors are scored against the truth, per AAMI beat class
-(:func:`detector_scores`; :func:`shortfalls` sets each beside the better published one), and the anomaly
-scores against the annotated classes (:func:`class_scores`).
+(:func:`detector_scores`; :func:`shortfalls` sets each beside the better published one, :func:`naive_peaks` the
+baseline that shows how easy the record is), and the anomaly scores against the annotated classes
+(:func:`class_scores`).
 
 >>> import numpy as np
 >>> agreement(np.array([100, 460, 820]), np.array([102, 470, 1200]), fs=360.0)
@@ -65,6 +66,26 @@ def published_beats(signal, fs: float) -> dict[str, np.ndarray]:
         name: np.sort(np.asarray(getattr(detectors, method)(host), dtype=np.int64))
         for name, method in DETECTORS.items()
     }
+
+
+def naive_peaks(signal, fs: float, *, min_interval_s: float = 0.2, height_share: float = 0.5) -> np.ndarray:
+    """R-peak samples by the simplest rule there is: the raw signal's local maxima at least ``min_interval_s``
+    apart, above ``height_share`` of its 99th percentile (after its median is subtracted), with
+    ``scipy.signal.find_peaks``: no filter, no adaptive threshold, no plausibility rule. The baseline that tells
+    whether a recording is hard enough to rank detectors on (on a host copy).
+
+    >>> beat = np.r_[np.zeros(100), 1.0, np.zeros(99)]
+    >>> naive_peaks(np.tile(beat, 3), fs=200.0)
+    array([100, 300, 500])
+    """
+    from scipy.signal import find_peaks  # noqa: PLC0415  # the chapter's pipeline never imports SciPy's signal module
+
+    host = np.asarray(to_host(signal), dtype=np.float64)
+    centred = host - np.median(host)
+    peaks, _ = find_peaks(
+        centred, distance=max(1, round(min_interval_s * fs)), height=height_share * np.percentile(centred, 99)
+    )
+    return peaks.astype(np.int64)
 
 
 def agreement(reference, tested, fs: float, *, window_s: float = events.MATCH_WINDOW_S) -> dict:
