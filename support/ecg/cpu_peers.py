@@ -128,6 +128,7 @@ def cpu_description() -> dict[str, object]:
         pass
     threads["overlap-add convolution"] = logical
     threads["SciPy FFT (baseline)"] = 1  # one transform: workers= parallelizes batches only
+    threads["NumPy quantile (gate threshold)"] = 1
     try:
         import numba
 
