@@ -10,9 +10,10 @@ This module measures that and the usual fixes:
 - :func:`eager_step` is an ordinary training step (optionally with the fused Adam), :func:`graphed_step` the
   same step captured once as a CUDA graph and replayed, one launch for all its kernels;
 - :func:`time_steps` times a step with CUDA events after warm-ups;
-- :func:`time_in_turns` times several steps in turn, in alternating order, several rounds, so that no step
-  always runs first (warming the GPU's clocks and caches for the others): :func:`compare_batch_sizes` for
-  batch sizes, :func:`compare_in_process` for the eager, fused and graphed step under one allocator.
+- :func:`time_rounds` times several steps in turn, in alternating order, several rounds, so that no step
+  always runs first (warming the GPU's clocks and caches for the others), and keeps every round
+  (:func:`time_in_turns` keeps the medians): :func:`compare_batch_sizes` for batch sizes,
+  :func:`compare_in_process` for the eager, fused and graphed step under one allocator.
 
 Under RMM's PyTorch allocator (the book's one pool) the capture fails, with PyTorch 2.11 and RMM 26.10: PyTorch's
 recipe allocates during capture from a private pool of its own caching allocator, and a pluggable allocator such
@@ -23,7 +24,6 @@ measures the step under each allocator setup, one fresh process per setup (:mod:
 
 from __future__ import annotations
 
-import statistics
 import time
 import warnings
 from collections.abc import Callable
@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import torch  # noqa: TID253 - this module times PyTorch training steps: it has no use without PyTorch
 
-from support.bench import time_cuda
+from support.bench import Timing, time_cuda
 from support.ecg import vae
 from support.traffic import trace_events
 
@@ -134,24 +134,33 @@ def time_steps(step: Callable[[], None], *, steps: int = 50, warmup: int = 10) -
     return time_cuda(many, warmup=0, repeat=3, label="steps").median * 1e3 / steps
 
 
-def time_in_turns(steps_by_name: dict, *, rounds: int = 4, steps: int = 30, warmup: int = 3) -> dict:
-    """Milliseconds per step for each step of ``steps_by_name``: the steps timed in turn (:func:`time_steps`),
-    in the given order in even rounds and backwards in odd ones, the median of ``rounds`` rounds per step, so that
-    no step always runs first."""
+def time_rounds(steps_by_name: dict, *, rounds: int = 4, steps: int = 30, warmup: int = 3) -> dict[str, Timing]:
+    """Seconds per step for each step of ``steps_by_name``, one sample per round: the steps timed in turn
+    (:func:`time_steps`), in the given order in even rounds and backwards in odd ones, so that no step always runs
+    first. Each :class:`~support.bench.Timing` has the median to quote and the rounds' range."""
     if rounds < 2:
         raise ValueError(f"need at least two rounds to alternate the order, not {rounds}")
     names = list(steps_by_name)
-    times = {name: [] for name in names}
+    seconds = {name: [] for name in names}
     for round_ in range(rounds):
         for name in names if round_ % 2 == 0 else reversed(names):
-            times[name].append(time_steps(steps_by_name[name], steps=steps, warmup=warmup))
-    return {name: statistics.median(values) for name, values in times.items()}
+            seconds[name].append(time_steps(steps_by_name[name], steps=steps, warmup=warmup) / 1e3)
+    return {name: Timing(f"{name}, per step", tuple(values), "cuda-events") for name, values in seconds.items()}
 
 
-def compare_batch_sizes(beats: torch.Tensor, sizes=(512, 4096), *, rounds: int = 4, steps: int = 30) -> dict:
-    """Milliseconds per step for each of ``sizes``: the sizes timed in turn, forwards in even rounds and
-    backwards in odd ones, the median of ``rounds`` rounds per size (:func:`time_in_turns`)."""
-    return time_in_turns({size: eager_step(beats, size) for size in sizes}, rounds=rounds, steps=steps)
+def time_in_turns(steps_by_name: dict, *, rounds: int = 4, steps: int = 30, warmup: int = 3) -> dict:
+    """Milliseconds per step for each step of ``steps_by_name``: the median of its rounds in :func:`time_rounds`."""
+    timed = time_rounds(steps_by_name, rounds=rounds, steps=steps, warmup=warmup)
+    return {name: timing.median * 1e3 for name, timing in timed.items()}
+
+
+def compare_batch_sizes(
+    beats: torch.Tensor, sizes=(512, 4096), *, rounds: int = 4, steps: int = 30
+) -> dict[int, Timing]:
+    """Seconds per step for each of ``sizes``, one sample per round: the sizes timed in turn, forwards in even
+    rounds and backwards in odd ones (:func:`time_rounds`); each timing's median is the figure to quote, its
+    minimum and maximum the rounds' range."""
+    return time_rounds({size: eager_step(beats, size) for size in sizes}, rounds=rounds, steps=steps)
 
 
 def profile_steps(step: Callable[[], None], *, steps: int = 20) -> StepProfile:
@@ -186,25 +195,23 @@ def compare_in_process(allocator: str, batch_size: int = 512, beats: int = 20_00
 
 
 def compare_steps(beats: torch.Tensor, batch_size: int) -> dict:
-    """Milliseconds per step of the eager step, the eager step with the fused Adam and the step as a CUDA graph
-    (``"eager ms"``, ``"eager, fused Adam ms"``, ``"CUDA graph ms"``), timed in turns (:func:`time_in_turns`);
-    where the graph cannot be captured, its error and where it failed instead of its time
-    (:func:`try_graphed_step`).
+    """Milliseconds per step of the eager step and of the eager step with the fused Adam, timed in turns
+    (:func:`time_in_turns`): ``"eager ms"``, ``"eager, fused Adam ms"``. Then the step as a CUDA graph: where it
+    captures, ``"CUDA graph ms"`` and its control ``"fused Adam beside the graph ms"``, the eager step with the same
+    fused Adam timed in turns with it; where it cannot, its error and where it failed (:func:`try_graphed_step`).
 
-    The two eager steps are timed before the capture is tried, and all three again in turns when it succeeds: after
-    a failed capture, the process's next random draw on the GPU (the VAE samples its latent code) raised
-    ``Offset increment outside graph capture encountered unexpectedly`` (NVIDIA H100, PyTorch 2.11), so nothing
-    that draws may run after one."""
-    contenders = {
-        "eager": eager_step(beats, batch_size),
-        "eager, fused Adam": eager_step(beats, batch_size, fused=True),
-    }
-    eager_times = time_in_turns(contenders)
+    The two eager steps are timed before the capture is tried, the same way whether it then works or not, so that
+    two processes' eager figures compare: after a failed capture, the process's next random draw on the GPU (the
+    VAE samples its latent code) raised ``Offset increment outside graph capture encountered unexpectedly``
+    (NVIDIA H100, PyTorch 2.11), so nothing that draws may run after one."""
+    fused = eager_step(beats, batch_size, fused=True)
+    eager = time_in_turns({"eager": eager_step(beats, batch_size), "eager, fused Adam": fused})
+    found = {f"{name} ms": ms for name, ms in eager.items()}
     graphed, failure = try_graphed_step(beats, batch_size)
     if graphed is None:
-        return {f"{name} ms": ms for name, ms in eager_times.items()} | failure
-    contenders["CUDA graph"] = graphed
-    return {f"{name} ms": ms for name, ms in time_in_turns(contenders).items()}
+        return found | failure
+    beside = time_in_turns({"CUDA graph": graphed, "fused Adam beside the graph": fused})
+    return found | {f"{name} ms": ms for name, ms in beside.items()}
 
 
 def try_graphed_step(beats: torch.Tensor, batch_size: int) -> tuple[Callable[[], None] | None, dict]:
