@@ -389,22 +389,36 @@ def test_the_speed_tables_set_each_run_beside_the_others_cold_and_warm():
     assert cli_runs.warm_read_to_plot(run(0.5)) == 1.0
 
 
-def test_settings_are_compared_after_an_unreported_run_of_each_that_fills_the_cache(tmp_path, monkeypatch):
+def test_settings_are_compared_in_turns_after_an_unreported_run_of_each_that_fills_the_cache(tmp_path, monkeypatch):
     started = []
 
     def fake_run(arguments, *, out):
         started.append((list(map(str, arguments)), out.name))
-        return {"arguments": list(map(str, arguments))}
+        return {"arguments": list(map(str, arguments)), "warm": [out.name]}
 
     monkeypatch.setattr(cli_runs, "run_command_line", fake_run)
-    runs = cli_runs.compare_settings(tmp_path / "a.csv", None, {"x": ["--eager"], "y": []}, warm=2, folder=tmp_path)
-    assert [out for _, out in started] == ["cache-filling-run-0", "cache-filling-run-1", "run-0", "run-1"]
+    settings = {"x": ["--eager"], "y": []}
+    runs = cli_runs.compare_settings(tmp_path / "a.csv", None, settings, warm=2, rounds=3, folder=tmp_path)
+    assert [out for _, out in started] == [
+        "cache-filling-run-0",
+        "cache-filling-run-1",
+        "round-0-0",
+        "round-0-1",
+        "round-1-1",  # the second round backwards: no setting always runs first
+        "round-1-0",
+        "round-2-0",
+        "round-2-1",
+    ]
     # each setting's filler has its own arguments, without warm passes; the reported runs add them
     assert started[0][0][-1] == "--eager" and "--warm" not in started[0][0] + started[1][0]
     assert runs["x"]["arguments"][-1] == "--eager" and runs["x"]["arguments"][2:4] == ["--warm", "2"]
     assert "--truth" not in runs["y"]["arguments"] and runs["y"]["arguments"][-2:] == ["--warm", "2"]
+    # one run per setting: the first round's, with every round's warm passes
+    assert runs["x"]["warm"] == ["round-0-0", "round-1-0", "round-2-0"] and runs["x"]["warm_runs"] == 3
     with pytest.raises(ValueError, match="at least one setting"):
         cli_runs.compare_settings(tmp_path / "a.csv", None, {}, folder=tmp_path)
+    with pytest.raises(ValueError, match="at least one round"):
+        cli_runs.compare_settings(tmp_path / "a.csv", None, settings, rounds=0, folder=tmp_path)
 
 
 def test_warm_passes_are_refused_outside_their_range_and_gpu_settings_on_the_cpu(tmp_path, capsys):

@@ -99,24 +99,53 @@ def run_command_line(
 
 
 def compare_settings(
-    csv: Path, truth: Path | None, settings: Mapping[str, Sequence[str]], *, warm: int = 3, folder: Path
+    csv: Path,
+    truth: Path | None,
+    settings: Mapping[str, Sequence[str]],
+    *,
+    warm: int = 3,
+    rounds: int = 2,
+    folder: Path,
 ) -> dict[str, dict]:
-    """Each of ``settings`` (a name and its extra arguments) run once in a fresh process on ``csv`` with ``--warm
-    WARM``, after one unreported run of each setting, without warm passes: each fills the bytecode cache with what
-    its setting imports (a setting may import a module no other does), so that every reported run finds it as a
-    user's second run does. Returns each setting's metrics. Runs go into new folders under ``folder``."""
+    """Each of ``settings`` (a name and its extra arguments) run in a fresh process on ``csv`` with ``--warm WARM``,
+    once per round, in rounds whose order turns round each time (the settings' order, then backwards, ...), so that
+    a drift over the runs (the GPU's clocks, files the operating system keeps in memory) does not fall on the last
+    settings alone. Before the rounds, one unreported run of each setting, without warm passes: each fills the
+    bytecode cache with what its setting imports (a setting may import a module no other does), so that every
+    reported run finds it as a user's second run does.
+
+    Returns one run's metrics per setting, :func:`pooled`: its first round's run, with the warm passes of all its
+    rounds. Runs go into new folders under ``folder``."""
     if warm < 1:
         raise ValueError(f"ask for at least one warm pass, not {warm}")
+    if rounds < 1:
+        raise ValueError(f"ask for at least one round, not {rounds}")
     if not settings:
         raise ValueError("name at least one setting")
     given = ["--input", csv] + (["--truth", truth] if truth is not None else [])
     base = [*given[:2], "--warm", warm, *given[2:]]
+    names = list(settings)
     for number, extra in enumerate(settings.values()):
         run_command_line([*given, *extra], out=folder / f"cache-filling-run-{number}")
-    return {
-        name: run_command_line([*base, *extra], out=folder / f"run-{number}")
-        for number, (name, extra) in enumerate(settings.items())
-    }
+    runs: dict[str, list[dict]] = {name: [] for name in names}
+    for round_number in range(rounds):
+        for name in names if round_number % 2 == 0 else names[::-1]:
+            out = folder / f"round-{round_number}-{names.index(name)}"
+            runs[name].append(run_command_line([*base, *settings[name]], out=out))
+    return {name: pooled(each) for name, each in runs.items()}
+
+
+def pooled(runs: Sequence[Mapping]) -> dict:
+    """The first of ``runs`` (runs of one setting), with the warm passes of all of them (``"warm"``) and how many
+    runs they come from (``"warm_runs"``): its cold figures are that one run's, its warm figures
+    (:func:`warm_passes`, :func:`stage_rows`) those of every run's passes together.
+
+    >>> pooled([{"total_seconds": 5, "warm": [1]}, {"total_seconds": 6, "warm": [2, 3]}])
+    {'total_seconds': 5, 'warm': [1, 2, 3], 'warm_runs': 2}
+    """
+    if not runs:
+        raise ValueError("pool at least one run")
+    return dict(runs[0]) | {"warm": [w for run in runs for w in run["warm"]], "warm_runs": len(runs)}
 
 
 def alternate_runs(
