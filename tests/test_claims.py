@@ -280,26 +280,26 @@ def test_a_series_run_over_several_days_keeps_each_chapter_s_date_and_is_judged_
     assert "earlier versions" in evidence.page([executed, run], folder=tmp_path)
 
 
-#: A recorded bar as :func:`support.claims.describe` printed it, and what its unit is in the value's own units.
-BAR = re.compile(r"at (?P<side>least|most) (?P<number>[\d,.]+)\s*(?P<unit>ms|µs|ns|s|%|×)?")
-SCALE = {"ms": 1e-3, "µs": 1e-6, "ns": 1e-9, "s": 1.0, "%": 0.01, "×": 1.0, None: 1.0}
-
-
-def recorded_bar(text: str) -> tuple[str, float]:
-    """The side and the number of a recorded ``at_least``/``at_most`` bar, in the value's units.
-
-    The bars are printed rounded (``describe``), which is how the records keep them."""
-    found = BAR.match(text)
-    assert found, f"a bar the test cannot read: {text!r}"
-    return found["side"], float(found["number"].replace(",", "")) * SCALE[found["unit"]]
-
-
 def test_a_recorded_bar_is_read_in_the_values_units():
-    assert recorded_bar("at most 15.0 ms") == ("most", pytest.approx(0.015))
-    assert recorded_bar("at least 85.0%") == ("least", pytest.approx(0.85))
-    assert recorded_bar("at most 10 passes") == ("most", 10.0)
-    with pytest.raises(AssertionError, match="cannot read"):
-        recorded_bar("more than the control")
+    assert evidence.recorded_bar("at most 15.0 ms") == ("most", pytest.approx(0.015))
+    assert evidence.recorded_bar("at least 85.0%") == ("least", pytest.approx(0.85))
+    assert evidence.recorded_bar("at most 10 passes") == ("most", 10.0)
+    with pytest.raises(ValueError, match="cannot read"):
+        evidence.recorded_bar("more than the control")
+
+
+def test_a_control_that_clears_its_own_bar_is_found_and_a_compare_does_not_count_the_claim():
+    clear = claim("a.trivial", 0.95, control=0.93)  # at least 0.9, and the control reaches it too
+    assert evidence.control_clears_bar(clear)
+    assert not evidence.control_clears_bar(claim("a.fine", 0.95))  # control 0.5
+    at_most = claim("a.gap", 0.003, kind="at_most", bar="at most 1.0%", control=0.005)
+    assert evidence.control_clears_bar(at_most)
+    assert not evidence.control_clears_bar(at_most | {"control": 0.18})
+    assert not evidence.control_clears_bar(claim("a.yes", True, kind="holds", bar="yes", control=True))
+    book = made_up_run("H100", "execute", {"01_a": [claim("a.trivial", 0.95), claim("a.fine", 0.95)]})
+    rows = {row["claim"]: row for row in evidence.comparison_rows(book, {"01_a": [clear, claim("a.fine", 0.95)]})}
+    assert rows["a.trivial"]["holds here"] == "NO: its control clears the bar too"
+    assert rows["a.fine"]["holds here"] == "yes"
 
 
 def test_every_recorded_bar_claim_has_a_control_that_fails_its_bar():
@@ -314,9 +314,7 @@ def test_every_recorded_bar_claim_has_a_control_that_fails_its_bar():
                     continue
                 if isinstance(control, bool):
                     continue
-                side, bar = recorded_bar(claim["bar"])
-                clears = control >= bar if side == "least" else control <= bar
-                assert not clears, (
+                assert not evidence.control_clears_bar(claim), (
                     f"{run.label} {run.mode}, {chapter}: {claim['name']}'s control {control} clears {claim['bar']}"
                 )
                 checked += 1
