@@ -373,7 +373,7 @@ def write_page(runs: Sequence[ClaimRun] | None = None, path: Path = PAGE) -> Pat
 
 
 #: A recorded bar as :func:`support.claims.describe` printed it, and what its unit is in the value's own units.
-BAR = re.compile(r"at (?P<side>least|most) (?P<number>[\d,.]+)\s*(?P<unit>ms|µs|ns|s|%|×)?")
+BAR = re.compile(r"at (?P<side>least|most) (?P<number>-?[\d,.]+)\s*(?P<unit>ms|µs|ns|s|%|×)?")
 SCALE = {"ms": 1e-3, "µs": 1e-6, "ns": 1e-9, "s": 1.0, "%": 0.01, "×": 1.0, None: 1.0}
 
 

@@ -284,6 +284,7 @@ def test_a_recorded_bar_is_read_in_the_values_units():
     assert evidence.recorded_bar("at most 15.0 ms") == ("most", pytest.approx(0.015))
     assert evidence.recorded_bar("at least 85.0%") == ("least", pytest.approx(0.85))
     assert evidence.recorded_bar("at most 10 passes") == ("most", 10.0)
+    assert evidence.recorded_bar("at least -0.5 ms") == ("least", pytest.approx(-0.0005))
     with pytest.raises(ValueError, match="cannot read"):
         evidence.recorded_bar("more than the control")
 
