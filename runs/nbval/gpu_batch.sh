@@ -7,7 +7,8 @@
 #
 #   bash runs/nbval/gpu_batch.sh h100 chapters/03_zero_copy.ipynb chapters/06_ecg_pipeline.ipynb
 #       for each chapter: execution, nbval on the whole GPU, nbval under the 16 GB MPS limit (labels "H100 80GB"
-#       and "16 GB (MPS limit)"); chapter 6's command-line records are made before its execution.
+#       and "16 GB (MPS limit)"); chapter 6's command-line records are made before its execution. A chapter whose
+#       execution fails gets no nbval (its marks still print, saying so).
 #   bash runs/nbval/gpu_batch.sh h200 chapters/03_zero_copy.ipynb
 #       nbval on GPU 0 (label "H200 141GB") and, on GPU 1 where the host has two, `make compare` of the same
 #       chapters at once (else after it), its output in /tmp/logs/compare_h200.txt.
@@ -40,7 +41,11 @@ case "$mode" in
       name=$(basename "$chapter" .ipynb)
       [ "$name" = 06_ecg_pipeline ] && bash runs/ecg_cli_records.sh
       python3 -m booktools.runs measure --mode execute --label "H100 80GB" --log-dir /tmp/logs/execute "$chapter"
-      echo "execute EXIT=$? MARKE $name at $(date +%T)"
+      executed=$?
+      echo "execute EXIT=$executed MARKE $name at $(date +%T)"
+      if [ "$executed" -ne 0 ]; then  # nbval of a failed execution checks nothing worth the device time
+        echo "nbval skipped: the execution failed MARKN $name"; echo "16g skipped MARK16 $name"; continue
+      fi
       python3 -m booktools.runs measure --mode nbval --label "H100 80GB" --log-dir /tmp/logs/nbval "$chapter"
       echo "nbval EXIT=$? MARKN $name at $(date +%T)"
       python3 -m booktools.mps --limit 16G -- python3 -m booktools.runs measure --mode nbval \
