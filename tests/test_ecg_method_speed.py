@@ -72,3 +72,32 @@ def test_time_method_on_the_cpu_and_the_two_totals(csv_and_config):
     ]
     assert vae_total.cpu_fastest == pytest.approx(53.0) and vae_total.gpu == pytest.approx(1.2)
     assert method_total.cpu_fastest == pytest.approx(3.5) and method_total.gpu == pytest.approx(0.25)
+
+
+def test_training_is_timed_with_repeats_after_warm_ups_and_the_pipelines_settings(monkeypatch):
+    import torch
+
+    config = pipeline.PipelineConfig(fs=250.0, seed=5, progress=False, epochs=2, latent=4, batch_size=64)
+    seen, seconds = [], iter([9.0, 3.0, 5.0, 4.0])
+
+    def fake_cpu_training(beats, **settings):
+        seen.append(settings)
+        return next(seconds)
+
+    monkeypatch.setattr(method_speed.cpu_peers, "time_training", fake_cpu_training)
+    timing = method_speed.time_training(torch.zeros(8, 4), config, on="cpu, fastest", warmup=1, repeat=3)
+    assert timing.samples == (3.0, 5.0, 4.0) and timing.clock == "wall"  # the warm-up's 9 s is not counted
+    assert seen == [{"latent": 4, "epochs": 2, "batch_size": 64, "seed": 5}] * 4
+    with pytest.raises(ValueError, match="on must be one of"):
+        method_speed.time_training(torch.zeros(8, 4), config, on="tpu")
+    with pytest.raises(ValueError, match="at least one training"):
+        method_speed.time_training(torch.zeros(8, 4), config, on="cpu, fastest", repeat=0)
+
+
+def test_a_real_training_on_the_cpu_is_timed(csv_and_config):
+    import torch
+
+    _, config = csv_and_config
+    small = pipeline.PipelineConfig(fs=250.0, seed=3, progress=False, epochs=1, latent=2, batch_size=32)
+    timing = method_speed.time_training(torch.randn(64, 176), small, on="cpu, fastest", warmup=0, repeat=2)
+    assert len(timing.samples) == 2 and all(s > 0 for s in timing.samples)

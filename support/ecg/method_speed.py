@@ -14,6 +14,7 @@ on the VAE's training then says what the GPU does for the weakest method. This m
   beats made once outside the timing, as :func:`support.ecg.pipeline.time_shared_stages` times each stage;
 - :func:`pick_training_free` picks the method on the validation rows (:func:`support.ecg.baselines.pick_on_validation`)
   and reports its score on the test rows, which play no part in the pick;
+- :func:`time_training` times the VAE's training on one side, with repeats, for the read-to-trained-VAE path;
 - :func:`speedup_rows` puts both paths in one table: the shared stages, the VAE's training, the method's
   scoring, and a total for each path; :func:`repeat_ranges` gives the repeats behind each of its medians.
 
@@ -28,7 +29,7 @@ on the VAE's training then says what the GPU does for the weakest method. This m
 from __future__ import annotations
 
 from support import bench
-from support.ecg import baselines, cpu_peers, pipeline, reading
+from support.ecg import baselines, cpu_peers, pipeline, reading, vae
 from support.ecg import beats as beat_tools
 
 #: The methods of the baseline table that train no network: each fits in one pass over the training rows.
@@ -93,6 +94,28 @@ def time_method(
 
     clock = bench.time_cuda if on == "gpu" else bench.time_wall
     return clock(score, label=f"{method} on {on}", warmup=warmup, repeat=repeat)
+
+
+def time_training(beats, config: pipeline.PipelineConfig, *, on: str, warmup: int = 1, repeat: int = 3) -> bench.Timing:
+    """A :class:`support.bench.Timing` of training the VAE on ``beats`` (a torch tensor of training beats) with the
+    pipeline's settings (latent size, epochs, batch size, seed), ``warmup`` untimed trainings first: on the GPU,
+    where ``beats`` are, with CUDA events, the steps as :func:`support.ecg.vae.train` decides (a CUDA graph where
+    :func:`support.ecg.vae.graph_ready` allows, else eager, as the pipeline's own run in that process trains); on
+    the CPU (``"cpu, fastest"``), on a host copy, PyTorch on every core, with the wall clock
+    (:func:`support.ecg.cpu_peers.time_training`)."""
+    if on not in SIDES:
+        raise ValueError(f"on must be one of {', '.join(map(repr, SIDES))}, not {on!r}")
+    if repeat < 1 or warmup < 0:
+        raise ValueError(f"time at least one training after no fewer than none, not {repeat} after {warmup}")
+    settings = {"latent": config.latent, "epochs": config.epochs, "batch_size": config.batch_size, "seed": config.seed}
+    if on == "gpu":
+
+        def train():
+            vae.train(beats, progress=False, graph=None if config.graph else False, **settings)
+
+        return bench.time_cuda(train, label="training on gpu", warmup=warmup, repeat=repeat)
+    seconds = [cpu_peers.time_training(beats, **settings) for _ in range(warmup + repeat)]
+    return bench.Timing("training on cpu, fastest", tuple(seconds[warmup:]), "wall")
 
 
 def speedup_rows(
