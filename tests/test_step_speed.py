@@ -73,7 +73,7 @@ def test_batch_sizes_are_timed_in_alternating_order_and_keep_every_round(monkeyp
     assert result[512].samples == pytest.approx((5e-3, 7e-3, 6e-3, 9e-3))
     assert result[512].median == pytest.approx(6.5e-3)
     assert (result[4096].min, result[4096].max) == pytest.approx((4e-3, 8e-3))
-    assert result[4096].clock == "cuda-events"
+    assert result[4096].clock == "cuda-events" and result[4096].label == "batch 4096, per step"
     with pytest.raises(ValueError, match="two rounds"):
         step_speed.compare_batch_sizes(torch.zeros(8, 16), rounds=1)
 

@@ -128,11 +128,22 @@ def compare_settings(
     for number, extra in enumerate(settings.values()):
         run_command_line([*given, *extra], out=folder / f"cache-filling-run-{number}")
     runs: dict[str, list[dict]] = {name: [] for name in names}
-    for round_number in range(rounds):
-        for name in names if round_number % 2 == 0 else names[::-1]:
-            out = folder / f"round-{round_number}-{names.index(name)}"
-            runs[name].append(run_command_line([*base, *settings[name]], out=out))
+    for round_number, name in in_turns(names, rounds):
+        out = folder / f"round-{round_number}-{names.index(name)}"
+        runs[name].append(run_command_line([*base, *settings[name]], out=out))
     return {name: pooled(each) for name, each in runs.items()}
+
+
+def in_turns(names: Sequence[str], rounds: int):
+    """``(round, name)`` for ``rounds`` rounds of ``names``, in their order in even rounds and backwards in odd
+    ones, so that no name always runs first or last (:func:`compare_settings`, :func:`alternate_runs`).
+
+    >>> list(in_turns(["a", "b"], 3))
+    [(0, 'a'), (0, 'b'), (1, 'b'), (1, 'a'), (2, 'a'), (2, 'b')]
+    """
+    for round_number in range(rounds):
+        for name in names if round_number % 2 == 0 else list(reversed(names)):
+            yield round_number, name
 
 
 def pooled(runs: Sequence[Mapping]) -> dict:
@@ -170,10 +181,9 @@ def alternate_runs(
         for name in names:
             run_command_line(arguments, out=folder / f"warmup-{number}-{names.index(name)}", launcher=launchers[name])
     runs: dict[str, list[dict]] = {name: [] for name in names}
-    for round_number in range(repeat):
-        for name in names if round_number % 2 == 0 else names[::-1]:
-            out = folder / f"round-{round_number}-{names.index(name)}"
-            runs[name].append(run_command_line(arguments, out=out, launcher=launchers[name]))
+    for round_number, name in in_turns(names, repeat):
+        out = folder / f"round-{round_number}-{names.index(name)}"
+        runs[name].append(run_command_line(arguments, out=out, launcher=launchers[name]))
     return runs
 
 

@@ -160,7 +160,8 @@ def compare_batch_sizes(
     """Seconds per step for each of ``sizes``, one sample per round: the sizes timed in turn, forwards in even
     rounds and backwards in odd ones (:func:`time_rounds`); each timing's median is the figure to quote, its
     minimum and maximum the rounds' range."""
-    return time_rounds({size: eager_step(beats, size) for size in sizes}, rounds=rounds, steps=steps)
+    timed = time_rounds({f"batch {size}": eager_step(beats, size) for size in sizes}, rounds=rounds, steps=steps)
+    return {size: timed[f"batch {size}"] for size in sizes}
 
 
 def profile_steps(step: Callable[[], None], *, steps: int = 20) -> StepProfile:
