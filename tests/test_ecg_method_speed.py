@@ -103,20 +103,21 @@ def test_a_real_training_on_the_cpu_is_timed(csv_and_config):
     assert len(timing.samples) == 2 and all(s > 0 for s in timing.samples)
 
 
-def test_training_on_the_gpu_is_timed_with_cuda_events_and_the_pipelines_settings(monkeypatch):
+def test_training_on_the_gpu_is_timed_with_the_stage_clock_and_the_pipelines_settings(monkeypatch):
     import torch
 
     config = pipeline.PipelineConfig(fs=250.0, seed=5, progress=False, epochs=2, latent=4, batch_size=64, graph=False)
     trained, timed = [], {}
 
-    def fake_time_cuda(fn, *, label, warmup, repeat):
+    def fake_clock(fn, *, label, warmup, repeat):
         timed.update(label=label, warmup=warmup, repeat=repeat)
         fn()
         return "the timing"
 
-    monkeypatch.setattr(method_speed.bench, "time_cuda", fake_time_cuda)
+    clocks = []
+    monkeypatch.setattr(method_speed.pipeline, "stage_clock", lambda on: clocks.append(on) or fake_clock)
     monkeypatch.setattr(method_speed.vae, "train", lambda beats, **settings: trained.append(settings))
     assert method_speed.time_training(torch.zeros(8, 4), config, on="gpu", repeat=5) == "the timing"
-    assert timed == {"label": "training on gpu", "warmup": 1, "repeat": 5}
+    assert timed == {"label": "training on gpu", "warmup": 1, "repeat": 5} and clocks == ["gpu"]
     # the pipeline's settings, and eager steps where the pipeline's config turns the graph off
     assert trained == [{"progress": False, "graph": False, "latent": 4, "epochs": 2, "batch_size": 64, "seed": 5}]

@@ -2,12 +2,14 @@
 
 import itertools
 import json
+import sys
+import types
 
 import numpy as np
 import pytest
 import torch  # noqa: TID253 - these tests need it: without it they cannot run
 
-from support import traffic
+from support import bench, traffic
 from support.bench import Timing
 from support.ecg import __main__ as cli
 from support.ecg import beats as beat_tools
@@ -303,3 +305,18 @@ def test_the_command_lines_figures_have_fixed_margins_and_the_others_keep_the_co
     assert lengths.get_layout_engine() is None and lengths.subplotpars.bottom == plots.LENGTHS_MARGINS["bottom"]
     other = plots.filter_figure(*(np.zeros(250 * 10, np.float32),) * 3, 250.0, start_s=1.0, seconds=2.0)
     assert type(other.get_layout_engine()).__name__ == "ConstrainedLayoutEngine"
+
+
+def test_the_gpu_side_of_the_speed_table_is_timed_with_the_wall_clock_and_a_wait(monkeypatch):
+    """Each GPU-against-CPU ratio of chapter 6's speed table is one clock's: the GPU side is the wall clock too,
+    each call followed, inside the timing, by a wait for the device."""
+    events = []
+    device = types.SimpleNamespace(synchronize=lambda: events.append("waited"))
+    fake_cupy = types.SimpleNamespace(cuda=types.SimpleNamespace(Device=lambda: device))
+    monkeypatch.setitem(sys.modules, "cupy", fake_cupy)
+    timing = pipeline.stage_clock("gpu")(lambda: events.append("work"), label="x", warmup=1, repeat=2)
+    assert timing.clock == "wall" and len(timing.samples) == 2
+    assert events == ["work", "waited"] * 3
+    assert pipeline.stage_clock("cpu, fastest") is bench.time_wall
+    with pytest.raises(ValueError, match="on must be one of"):
+        pipeline.stage_clock("tpu")

@@ -164,11 +164,23 @@ def test_the_comparison_names_the_columns_the_chapter_reads(monkeypatch, capture
         return {name: float(i + 10 * len(timed)) for i, name in enumerate(contenders)}
 
     monkeypatch.setattr(step_speed, "time_in_turns", fake_time_in_turns)
+
+    def fake_time_rounds(contenders):  # the graph and its control: each round's seconds per step
+        timed.append(list(contenders.values()))
+        return {
+            name: bench.Timing(name, (0.001 * (i + 30), 0.001 * (i + 29), 0.001 * (i + 31)), "cuda-events")
+            for i, name in enumerate(contenders)
+        }
+
+    monkeypatch.setattr(step_speed, "time_rounds", fake_time_rounds)
     result = step_speed.compare_steps(torch.zeros(4, 4), 2)
     eager = {"eager ms": 10.0, "eager, fused Adam ms": 11.0}  # the first round's, either way
     if captured:
         assert timed == [["eager False", "eager True"], "capture tried", ["graph", "eager True"]]
-        assert result == eager | {"CUDA graph ms": 30.0, "fused Adam beside the graph ms": 31.0}
+        rounds = result.pop("rounds ms")
+        assert rounds["CUDA graph"] == pytest.approx([30.0, 29.0, 31.0])
+        assert rounds["fused Adam beside the graph"] == pytest.approx([31.0, 30.0, 32.0])
+        assert result == pytest.approx(eager | {"CUDA graph ms": 30.0, "fused Adam beside the graph ms": 31.0})
     else:
         assert timed == [["eager False", "eager True"], "capture tried"]
         assert result == eager | failure

@@ -10,8 +10,9 @@ on the VAE's training then says what the GPU does for the weakest method. This m
   the Numba kernels compiled for every core);
 - :func:`method_scores` scores every beat with one of :data:`TRAINING_FREE` (PyTorch on the beats' device:
   every core on the CPU), fitted on the same training rows the pipeline uses;
-- :func:`time_method` times that scoring on one side (CUDA events on the GPU, the wall clock on the CPU), the
-  beats made once outside the timing, as :func:`support.ecg.pipeline.time_shared_stages` times each stage;
+- :func:`time_method` times that scoring on one side (the wall clock on both, on the GPU up to the device's end
+  of the work), the beats made once outside the timing, as :func:`support.ecg.pipeline.time_shared_stages`
+  times each stage;
 - :func:`pick_training_free` picks the method on the validation rows (:func:`support.ecg.baselines.pick_on_validation`)
   and reports its score on the test rows, which play no part in the pick;
 - :func:`time_training` times the VAE's training on one side, with repeats, for the read-to-trained-VAE path;
@@ -82,9 +83,9 @@ def method_scores(method: str, matrix, peaks, train_rows, fs: float, *, componen
 def time_method(
     path, config: pipeline.PipelineConfig, method: str, *, on: str, components: int = 8, warmup=2, repeat=5
 ):
-    """A :class:`support.bench.Timing` of :func:`method_scores` on ``on`` (CUDA events on the GPU, the wall
-    clock on the CPU), on the beats :func:`beats_on` makes there, with the pipeline's training rows
-    (:func:`support.ecg.pipeline.split`, the same seed)."""
+    """A :class:`support.bench.Timing` of :func:`method_scores` on ``on`` (the wall clock on both sides, on the GPU
+    up to the device's end of the work: :func:`support.ecg.pipeline.stage_clock`), on the beats :func:`beats_on`
+    makes there, with the pipeline's training rows (:func:`support.ecg.pipeline.split`, the same seed)."""
     beats = beats_on(path, config, on=on)
     tensor = pipeline.to_torch(beats.matrix)
     train_rows, _ = pipeline.split(len(beats), config.train_fraction, config.seed, tensor.device)
@@ -92,16 +93,16 @@ def time_method(
     def score():
         return method_scores(method, tensor, beats.peaks, train_rows, config.fs, components=components)
 
-    clock = bench.time_cuda if on == "gpu" else bench.time_wall
-    return clock(score, label=f"{method} on {on}", warmup=warmup, repeat=repeat)
+    return pipeline.stage_clock(on)(score, label=f"{method} on {on}", warmup=warmup, repeat=repeat)
 
 
 def time_training(beats, config: pipeline.PipelineConfig, *, on: str, warmup: int = 1, repeat: int = 3) -> bench.Timing:
     """A :class:`support.bench.Timing` of training the VAE on ``beats`` (a torch tensor of training beats) with the
-    pipeline's settings (latent size, epochs, batch size, seed), ``warmup`` untimed trainings first: on the GPU,
-    where ``beats`` are, with CUDA events, the steps as :func:`support.ecg.vae.train` decides (a CUDA graph where
-    :func:`support.ecg.vae.graph_ready` allows, else eager, as the pipeline's own run in that process trains); on
-    the CPU (``"cpu, fastest"``), on a host copy, PyTorch on every core, with the wall clock
+    pipeline's settings (latent size, epochs, batch size, seed), ``warmup`` untimed trainings first, with the wall
+    clock on both sides: on the GPU, where ``beats`` are, up to the device's end of the work
+    (:func:`support.ecg.pipeline.stage_clock`), the steps as :func:`support.ecg.vae.train` decides (a CUDA graph
+    where :func:`support.ecg.vae.graph_ready` allows, else eager, as the pipeline's own run in that process
+    trains); on the CPU (``"cpu, fastest"``), on a host copy, PyTorch on every core
     (:func:`support.ecg.cpu_peers.time_training`)."""
     if on not in SIDES:
         raise ValueError(f"on must be one of {', '.join(map(repr, SIDES))}, not {on!r}")
@@ -113,7 +114,7 @@ def time_training(beats, config: pipeline.PipelineConfig, *, on: str, warmup: in
         def train():
             vae.train(beats, progress=False, graph=None if config.graph else False, **settings)
 
-        return bench.time_cuda(train, label="training on gpu", warmup=warmup, repeat=repeat)
+        return pipeline.stage_clock("gpu")(train, label="training on gpu", warmup=warmup, repeat=repeat)
     seconds = [cpu_peers.time_training(beats, **settings) for _ in range(warmup + repeat)]
     return bench.Timing("training on cpu, fastest", tuple(seconds[warmup:]), "wall")
 

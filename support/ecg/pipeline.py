@@ -22,6 +22,7 @@ memory it allocated (with :func:`support.memory.use_one_pool`) and, given a
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import sys
 import time
@@ -353,17 +354,34 @@ def evaluate(result: PipelineResult, r_peaks: np.ndarray, labels: np.ndarray) ->
 SIDES = ("gpu", "cpu", "cpu, fastest")
 
 
-def time_shared_stages(path, config: PipelineConfig, *, on: str, warmup: int = 2, repeat: int = 5) -> dict:
-    """Time each stage of :data:`SHARED_STAGES` on one of :data:`SIDES`: CUDA events on the GPU, the wall clock
-    on the CPU.
+def stage_clock(on: str):
+    """The timer of the speed table's rows on ``on``, one of :data:`SIDES`: the wall clock on every side
+    (:func:`support.bench.time_wall`), so that each of the table's GPU-against-CPU ratios is one clock's. On the
+    GPU each call is followed, inside the timing, by a wait for every stream of the device
+    (:func:`support.arrays.synchronize`, CuPy's ``Device.synchronize``): a GPU figure is what a program waits for
+    the work it queued, launches included.
 
-    Each stage is fed the output of the one before, made once outside the timing.
+    >>> stage_clock("cpu") is bench.time_wall
+    True
     """
     if on not in SIDES:
         raise ValueError(f"on must be one of {', '.join(map(repr, SIDES))}, not {on!r}")
+    if on != "gpu":
+        return bench.time_wall
+    import cupy  # noqa: F401, PLC0415 - synchronize waits through CuPy, which a GPU timing needs loaded
+
+    return functools.partial(bench.time_wall, sync=synchronize)
+
+
+def time_shared_stages(path, config: PipelineConfig, *, on: str, warmup: int = 2, repeat: int = 5) -> dict:
+    """Time each stage of :data:`SHARED_STAGES` on one of :data:`SIDES`, with :func:`stage_clock` (the wall
+    clock on every side, on the GPU up to the device's end of the work).
+
+    Each stage is fed the output of the one before, made once outside the timing.
+    """
+    clock = stage_clock(on)
 
     def timed(fn, label):
-        clock = bench.time_cuda if on == "gpu" else bench.time_wall
         return clock(fn, label=label, warmup=warmup, repeat=repeat)
 
     # SciPy's signal module comes with the CPU tools: a run of the pipeline itself never imports it

@@ -199,7 +199,9 @@ def compare_steps(beats: torch.Tensor, batch_size: int) -> dict:
     """Milliseconds per step of the eager step and of the eager step with the fused Adam, timed in turns
     (:func:`time_in_turns`): ``"eager ms"``, ``"eager, fused Adam ms"``. Then the step as a CUDA graph: where it
     captures, ``"CUDA graph ms"`` and its control ``"fused Adam beside the graph ms"``, the eager step with the same
-    fused Adam timed in turns with it; where it cannot, its error and where it failed (:func:`try_graphed_step`).
+    fused Adam timed in turns with it (:func:`time_rounds`: medians), and ``"rounds ms"``, each of the two's
+    milliseconds per step in every round, for their range; where it cannot, its error and where it failed
+    (:func:`try_graphed_step`).
 
     The two eager steps are timed before the capture is tried, the same way whether it then works or not, so that
     two processes' eager figures compare: after a failed capture, the process's next random draw on the GPU (the
@@ -211,8 +213,9 @@ def compare_steps(beats: torch.Tensor, batch_size: int) -> dict:
     graphed, failure = try_graphed_step(beats, batch_size)
     if graphed is None:
         return found | failure
-    beside = time_in_turns({"CUDA graph": graphed, "fused Adam beside the graph": fused})
-    return found | {f"{name} ms": ms for name, ms in beside.items()}
+    beside = time_rounds({"CUDA graph": graphed, "fused Adam beside the graph": fused})
+    medians = {f"{name} ms": timing.median * 1e3 for name, timing in beside.items()}
+    return found | medians | {"rounds ms": {name: [s * 1e3 for s in t.samples] for name, t in beside.items()}}
 
 
 def try_graphed_step(beats: torch.Tensor, batch_size: int) -> tuple[Callable[[], None] | None, dict]:
