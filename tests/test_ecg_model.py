@@ -320,3 +320,17 @@ def test_the_gpu_side_of_the_speed_table_is_timed_with_the_wall_clock_and_a_wait
     assert pipeline.stage_clock("cpu, fastest") is bench.time_wall
     with pytest.raises(ValueError, match="on must be one of"):
         pipeline.stage_clock("tpu")
+
+
+@pytest.mark.slow
+def test_every_side_of_the_speed_table_takes_its_clock_from_stage_clock(short_recording, monkeypatch):
+    """The shared stages and the method's scoring, like the training, are timed with ``pipeline.stage_clock``: a
+    timer of their own for the GPU (CUDA events, as before) would put two clocks in one ratio again."""
+    from support.ecg import method_speed  # noqa: PLC0415
+
+    _, path, _ = short_recording
+    asked = []
+    monkeypatch.setattr(pipeline, "stage_clock", lambda on: asked.append(on) or bench.time_wall)
+    pipeline.time_shared_stages(path, pipeline.PipelineConfig(), on="cpu", warmup=0, repeat=1)
+    method_speed.time_method(path, pipeline.PipelineConfig(), "RR prematurity", on="cpu, fastest", warmup=0, repeat=1)
+    assert asked == ["cpu", "cpu, fastest"]

@@ -4,6 +4,8 @@ loses the participant's advice fails here."""
 
 from __future__ import annotations
 
+import json
+
 import nbformat
 import pytest
 from nbclient import NotebookClient
@@ -15,6 +17,16 @@ from support import env
 from support.units import GIB
 
 ONE_GPU = env.GpuProbe(gpus=(env.Gpu(0, "NVIDIA Test GPU", 80 * GIB, (9, 0), 132),), driver_version="580.0")
+
+
+@pytest.fixture
+def needs_file(tmp_path):
+    """A chapter's recorded need, as ``support/chapter_needs.json`` holds one: these tests do not depend on which
+    chapters the book's own records hold a need for (a chapter whose last run under the limit failed has none)."""
+    need = {"chapter": "06_ecg_pipeline", "peak_bytes": 11 * GIB, "limit_bytes": 16 * GIB, "label": "16 GB (MPS limit)"}
+    path = tmp_path / "chapter_needs.json"
+    path.write_text(json.dumps({"06_ecg_pipeline": need}))
+    return path
 
 
 @pytest.fixture
@@ -34,9 +46,9 @@ def test_no_gpu_gives_the_reason_and_a_participant_s_way_out(monkeypatch):
     assert "environment.yml" not in message and "gpu extra" not in message  # the installer's advice is gone
 
 
-def test_too_little_memory_says_to_shut_down_finished_kernels(one_gpu):
+def test_too_little_memory_says_to_shut_down_finished_kernels(one_gpu, needs_file):
     with pytest.raises(seat.SeatNotReady) as stopped:
-        seat.check_gpu("06_ecg_pipeline", free=(2 * GIB, 16 * GIB))
+        seat.check_gpu("06_ecg_pipeline", path=needs_file, free=(2 * GIB, 16 * GIB))
     message = str(stopped.value)
     assert "needs about" in message and "this process can use 2.0 GiB" in message
     assert "Shut Down All Kernels" in message and "%env GPU_INTEROP_SKIP_MEMORY_CHECK=1" in message
@@ -54,13 +66,13 @@ def test_too_few_gpus_asks_for_the_teacher(one_gpu):
         assert "published outputs" not in str(stopped)  # the installer's way out is gone here too
 
 
-def test_a_memory_read_the_driver_refuses_is_a_stop_too(one_gpu, monkeypatch):
+def test_a_memory_read_the_driver_refuses_is_a_stop_too(one_gpu, needs_file, monkeypatch):
     def refused(*args, **kwargs):
         raise OSError("cuDevicePrimaryCtxRetain failed with CUDA_ERROR_OUT_OF_MEMORY")
 
     monkeypatch.setattr(env, "memory_this_process_sees", refused)
     with pytest.raises(seat.SeatNotReady, match="could not be read.*CUDA_ERROR_OUT_OF_MEMORY.*Shut Down All Kernels"):
-        seat.check_gpu("06_ecg_pipeline")
+        seat.check_gpu("06_ecg_pipeline", path=needs_file)
 
 
 def test_a_file_the_check_cannot_read_is_not_called_the_seat_s_memory(one_gpu, tmp_path):

@@ -1,6 +1,7 @@
 """Why chapter 6's training row (method_speed.time_training, repeats) came out slower than the pipeline run's
-own train stage (one run) in the same process: the same training, timed both ways in each of four rounds, in a fresh process
-under the book's one pool, with no profiler anywhere. Run on a GPU host: python runs/probes/probe_ecg_training_row.py
+own train stage (one run) in the same process: the same training, timed both ways in each of four rounds, in a
+fresh process under the book's one pool, with no profiler anywhere. On a GPU host:
+python runs/probes/probe_ecg_training_row.py
 """
 
 import statistics
