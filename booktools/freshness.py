@@ -9,7 +9,9 @@ inside functions and by other ``support`` modules, which reading the notebook's 
 is computed where the code ran. Modules imported only by a fresh process, and never by the kernel, are not in
 it: a notebook names those in its metadata (``book.child_process_support``, paths such as
 ``support/ecg/__main__.py``: chapter 6 times its command line in fresh processes), and the fingerprint hashes them
-too.
+too. :func:`untracked_support` reads the recorded files' source for every ``support`` module they can import,
+inside functions too, and lists those the record does not hold: a test has each published notebook name them, or
+say why no process of that chapter runs them.
 
 :func:`freshness` compares a notebook's fingerprint with the files now: the outputs are *stale* when a file it ran
 changed (its code: docstrings and comments do not count) or is gone, or its code cells changed; *never
@@ -24,7 +26,9 @@ import ast
 import functools
 import hashlib
 import io
+import itertools
 import json
+import re
 import tokenize
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -163,6 +167,109 @@ def support_names(notebook: Mapping, imported: Iterable[str]) -> list[str]:
     ['support/a.py', 'support/cli.py']
     """
     return sorted({*imported, *notebook.get("metadata", {}).get(BOOK_KEY, {}).get(CHILD_KEY, [])})
+
+
+def reachable_support(files: Iterable[str], root: Path = ROOT) -> set[str]:
+    """The ``support/`` files that ``files`` (paths such as ``support/memory/torch_setups.py``) can import, directly
+    or through one another, at a module's top or inside a function, or name as a fresh process's target
+    (``"support.memory.oom:provoke"``), read from their source (nothing is run), the packages on the way included.
+    A module imported inside a function runs only where the function runs: in the kernel (then the fingerprint
+    lists it), in a fresh process or a Dask worker (then the notebook must name it, :data:`CHILD_KEY`), or nowhere
+    in that chapter; this list is what to check against, an upper bound.
+
+    >>> "support/ecg/step_speed.py" in reachable_support(["support/memory/torch_setups.py"])  # in its fresh process
+    True
+    """
+    seen = {name for name in files if (root / name).is_file()}
+    todo = list(seen)
+    while todo:
+        for found in _imported_support(todo.pop(), root):
+            if found not in seen:
+                seen.add(found)
+                todo.append(found)
+    return seen
+
+
+#: A function a fresh process runs, named as :func:`support.fresh_process.call` takes it.
+_TARGET = re.compile(r"support(\.\w+)+:\w+")
+
+
+def _imported_support(name: str, root: Path) -> set[str]:
+    path = root / name
+    if path.suffix != ".py":
+        return set()  # a data file a process reads imports nothing
+    package = ".".join(Path(name).with_suffix("").parts[:-1])  # the package a relative import starts from
+    try:
+        tree = ast.parse(path.read_bytes(), filename=str(path))
+    except (SyntaxError, ValueError):
+        return set()  # code that does not parse imports nothing this reading can follow
+    return _support_files(_modules_in(tree, package), root)
+
+
+def _modules_in(tree: ast.AST, package: str = "") -> set[str]:
+    """The module names a tree imports, names as a fresh process's target (``"support.memory.oom:provoke"``), or
+    runs with ``-m`` (``["-m", "support.ecg"]``), relative imports resolved against ``package``."""
+    modules = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            modules |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                if node.level > len(parts):
+                    continue  # above the top package: Python refuses it
+                base = ".".join([*parts[: len(parts) - node.level + 1], *([node.module] if node.module else [])])
+            modules |= {base} | {f"{base}.{alias.name}" for alias in node.names}
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and _TARGET.fullmatch(node.value):
+            modules.add(node.value.split(":")[0])
+        elif isinstance(node, ast.List | ast.Tuple):
+            words = [item.value if isinstance(item, ast.Constant) else None for item in node.elts]
+            ran = (after for before, after in itertools.pairwise(words) if before == "-m" and isinstance(after, str))
+            modules |= {f"{module}.__main__" for module in ran}
+    return modules
+
+
+def _support_files(modules: Iterable[str], root: Path) -> set[str]:
+    found = set()
+    for module in modules:
+        parts = module.split(".")
+        if parts[0] != "support":
+            continue
+        for end in range(1, len(parts) + 1):  # the packages on the way, then the module (a name may be a function)
+            stem = "/".join(parts[:end])
+            for candidate in (f"{stem}.py", f"{stem}/__init__.py"):
+                if (root / candidate).is_file():
+                    found.add(candidate)
+    return found
+
+
+def untracked_support(notebook: Mapping, root: Path = ROOT) -> list[str]:
+    """The ``support/`` files that the files a notebook's run recorded (its fingerprint, and the files it names as
+    its fresh processes', :data:`CHILD_KEY`) can import (:func:`reachable_support`) and that its record does not
+    hold: each one runs in a fresh process or a worker that the notebook does not name, or nowhere in that chapter.
+    The notebook's code cells are read too, for a process a cell starts itself. Empty for a notebook with no
+    fingerprint (its note already says it was never fingerprinted)."""
+    book = notebook.get("metadata", {}).get(BOOK_KEY, {})
+    recorded = set(book.get(FINGERPRINT_KEY, {}).get("support", {}))
+    if not recorded:
+        return []
+    named = set(book.get(CHILD_KEY, []))
+    from_cells = _support_files(_cells_modules(notebook), root)  # a cell may start a process itself
+    return sorted(reachable_support(recorded | named | from_cells, root) - recorded - named)
+
+
+def _cells_modules(notebook: Mapping) -> set[str]:
+    modules = set()
+    for cell in notebook.get("cells", []):
+        if cell.get("cell_type") != "code":
+            continue
+        lines = [line for line in _source(cell).splitlines() if not line.lstrip().startswith(("%", "!"))]
+        try:
+            modules |= _modules_in(ast.parse("\n".join(lines)))
+        except SyntaxError:
+            continue  # a cell of IPython syntax this reading does not follow
+    return modules
 
 
 def fingerprint(found: Mapping, notebook: Mapping, root: Path = ROOT) -> dict:

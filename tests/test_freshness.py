@@ -141,3 +141,75 @@ def test_a_corrected_docstring_or_comment_leaves_it_fresh_and_a_changed_line_of_
     assert freshness.report([path], tmp_path)["chapters/01_a.ipynb"].fresh
     (tmp_path / "support" / "tool.py").write_text('"""The tool."""\n\n\ndef answer():\n    return 41 + 1\n')
     assert freshness.report([path], tmp_path)["chapters/01_a.ipynb"].status == "stale"
+
+
+#: Files that a published notebook's recorded files can import (``freshness.untracked_support``) and that no
+#: process of that chapter runs, each with why. Every other such file must be named in the notebook's metadata
+#: (``book.child_process_support``), so that a change to it marks the chapter's outputs as older than their code.
+NOT_RUN_BY_THE_CHAPTER = {
+    "01_why_gpus.ipynb": {
+        "support/layouts/kernels.py": "imported inside support.layouts.aos_soa's launch helpers, which chapter 1 "
+        "never calls (its kernel imported aos_soa and not this module); its fresh process, "
+        "support.why_gpus.crossover's cold start, imports no layouts module",
+    },
+    "07_many_gpus.ipynb": {
+        "support/ecg/cpu_peers.py": "imported inside support.ecg.pipeline.time_shared_stages (chapter 6's CPU "
+        "columns), which chapter 7's workers never call",
+    },
+}
+
+
+def test_a_module_only_a_fresh_process_imports_is_found_from_the_source(tmp_path):
+    (tmp_path / "support").mkdir()
+    (tmp_path / "support" / "__init__.py").write_text("")
+    (tmp_path / "support" / "kernel_side.py").write_text(
+        "def in_a_fresh_process():\n    from support import child_side\n\n    return child_side.x\n\n\n"
+        'TARGET = "support.far:run"  # what fresh_process.call runs\n'
+    )
+    (tmp_path / "support" / "far.py").write_text("def run():\n    return 3\n")
+    (tmp_path / "support" / "child_side.py").write_text("from . import deeper\n\nx = deeper.y\n")
+    (tmp_path / "support" / "deeper.py").write_text("y = 1\n")
+    (tmp_path / "support" / "unrelated.py").write_text("z = 2\n")
+    notebook = new_notebook(cells=[new_code_cell("from support import kernel_side")])
+    freshness.record(notebook, {"support": ["support/__init__.py", "support/kernel_side.py"]}, tmp_path)
+    found = ["support/child_side.py", "support/deeper.py", "support/far.py"]
+    assert freshness.untracked_support(notebook, tmp_path) == found
+    notebook.metadata["book"][freshness.CHILD_KEY] = found
+    assert freshness.untracked_support(notebook, tmp_path) == []
+
+
+def test_a_process_a_cell_starts_or_runs_with_dash_m_is_found_and_a_data_file_is_not_read_as_code(tmp_path):
+    (tmp_path / "support" / "tool").mkdir(parents=True)
+    for name in ("__init__.py", "tool/__init__.py", "tool/__main__.py", "started.py", "lone.py"):
+        (tmp_path / "support" / name).write_text("x = 1\n")
+    (tmp_path / "support" / "runs.py").write_text('COMMAND = ["python", "-m", "support.tool", "--hours", "2"]\n')
+    (tmp_path / "support" / "signal.csv").write_text("time,ecg mV\n0,1\n")
+    cells = [new_code_cell('%env X=1\nfresh_process.call("support.started:main")'), new_code_cell("import support")]
+    notebook = new_notebook(cells=cells)
+    freshness.record(notebook, {"support": ["support/__init__.py", "support/runs.py"]}, tmp_path)
+    notebook.metadata["book"][freshness.CHILD_KEY] = ["support/signal.csv"]  # a file a process reads
+    assert freshness.untracked_support(notebook, tmp_path) == [
+        "support/started.py",
+        "support/tool/__init__.py",
+        "support/tool/__main__.py",
+    ]
+
+
+def test_every_module_a_chapter_can_run_is_in_its_record_or_said_not_to_run():
+    """The kernel's imports are what it really ran; a fresh process or a Dask worker imports more, and the
+    notebook names those files (``book.child_process_support``) or this test says why that chapter never runs
+    them. A chapter that names a file its last run did not record is stale until it runs again."""
+    unexplained, said_for_nothing = {}, {}
+    for path in notebooks.published_notebooks():
+        said = NOT_RUN_BY_THE_CHAPTER.get(path.name, {})
+        untracked = freshness.untracked_support(json.loads(path.read_text()))
+        if left := [name for name in untracked if name not in said]:
+            unexplained[path.name] = left
+        if stale := [name for name in said if name not in untracked]:  # an exemption nothing needs any more
+            said_for_nothing[path.name] = stale
+    assert not said_for_nothing, f"NOT_RUN_BY_THE_CHAPTER names files no longer reached: {said_for_nothing}"
+    assert not unexplained, (
+        f"support files these chapters can import outside their kernel, named nowhere: {unexplained}; add each to "
+        "the notebook's metadata book.child_process_support (then execute it), or, if no process of the chapter "
+        "runs it, to NOT_RUN_BY_THE_CHAPTER with why"
+    )
