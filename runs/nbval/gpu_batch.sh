@@ -14,6 +14,9 @@
 #       chapters at once (else after it), its output in /tmp/logs/compare_h200.txt.
 #   bash runs/nbval/gpu_batch.sh two-h100 chapters/07_many_gpus.ipynb
 #       nbval of a chapter that needs two GPUs, one run using both H100s (label "2 × H100").
+#   bash runs/nbval/gpu_batch.sh two-gpu chapters/07_many_gpus.ipynb
+#       for a chapter that needs two GPUs, on whichever two cards the host has (labels "2 × H100" or "2 × H200"):
+#       execution, nbval using both GPUs, nbval under the 16 GB MPS limit on both ("2 × H200, 16 GB (MPS limit)").
 #
 # The helpers in runs/nbval/host/ copy the tree to /tmp/book (sync.sh), start this script detached (bg.sh) and
 # bring back what it made (collect.sh).
@@ -21,7 +24,7 @@
 # Each step prints "MARK<step> <chapter>" when done and the batch "MARKALL" last: collect after each mark, since the
 # session's device time may end first. MPS is stopped when the script ends or is stopped (not after a SIGKILL).
 set -u
-mode=${1:?"name the mode first: h100, h200 or two-h100"}; shift
+mode=${1:?"name the mode first: h100, h200, two-h100 or two-gpu"}; shift
 [ $# -gt 0 ] || { echo "name at least one chapter, e.g. chapters/03_zero_copy.ipynb" >&2; exit 2; }
 cd /tmp/book || exit 2
 export PYTHONPATH=/tmp/site:/tmp/book PATH=/tmp/site/bin:$PATH
@@ -35,6 +38,7 @@ case "$mode:$card" in
   h100:*H100*|two-h100:*H100*|h200:*H200*) ;;
   h100:*|two-h100:*|h200:*) echo "this host's cards are $card, not the mode's $mode: book again" >&2; exit 3;;
 esac
+case "$card" in *H100*) pair="2 × H100";; *H200*) pair="2 × H200";; *) pair="2 × $card";; esac
 case "$mode" in
   h100)
     for chapter in "$@"; do
@@ -70,6 +74,24 @@ case "$mode" in
     CUDA_VISIBLE_DEVICES=0,1 python3 -m booktools.runs measure --mode nbval --label "2 × H100" \
       --log-dir /tmp/logs/nbval_h100x2 "$@"
     echo "nbval two-h100 EXIT=$? MARKN2 at $(date +%T)";;
-  *) echo "unknown mode $mode: h100, h200 or two-h100" >&2; exit 2;;
+  two-gpu)
+    gpus=$(nvidia-smi --query-gpu=name --format=csv,noheader | wc -l)
+    [ "$gpus" -ge 2 ] || { echo "two-gpu needs two GPUs, this host has $gpus" >&2; exit 3; }
+    export CUDA_VISIBLE_DEVICES=0,1
+    for chapter in "$@"; do
+      name=$(basename "$chapter" .ipynb)
+      python3 -m booktools.runs measure --mode execute --label "$pair" --log-dir /tmp/logs/execute "$chapter"
+      executed=$?
+      echo "execute EXIT=$executed MARKE $name at $(date +%T)"
+      if [ "$executed" -ne 0 ]; then
+        echo "nbval skipped: the execution failed MARKN $name"; echo "16g skipped MARK16 $name"; continue
+      fi
+      python3 -m booktools.runs measure --mode nbval --label "$pair" --log-dir /tmp/logs/nbval "$chapter"
+      echo "nbval EXIT=$? MARKN $name at $(date +%T)"
+      python3 -m booktools.mps --limit 16G --device 0 --device 1 -- python3 -m booktools.runs measure --mode nbval \
+        --label "$pair, 16 GB (MPS limit)" --memory-limit 16G --log-dir /tmp/logs/nbval16 "$chapter"
+      echo "16g EXIT=$? MARK16 $name at $(date +%T)"
+    done;;
+  *) echo "unknown mode $mode: h100, h200, two-h100 or two-gpu" >&2; exit 2;;
 esac
 echo MARKALL
