@@ -25,14 +25,18 @@ from collections.abc import Iterable
 import torch  # noqa: TID253 - an optimizer of PyTorch tensors: it has no use without PyTorch
 from torch.optim.adam import adam  # noqa: TID253
 
+#: Where PyTorch has a fused Adam that :class:`FunctionalAdam` uses by default (the CPU's since PyTorch 2.4).
+FUSED_DEVICES = ("cuda", "cpu")
+
 
 class FunctionalAdam:
     """Adam over ``params`` with the defaults of ``torch.optim.Adam`` (betas 0.9 and 0.999, eps 1e-8, no weight
     decay), through ``torch.optim.adam.adam``.
 
-    ``fused``: PyTorch's fused implementation, which updates the parameters in few launches (CUDA only; the default,
-    ``None``, fuses on CUDA and runs the per-tensor loop elsewhere; ``fused=False`` on CUDA runs the per-tensor loop
-    too, where the class would pick its ``foreach`` kernels). ``capturable``: the step counts live on the device, so
+    ``fused``: PyTorch's fused implementation, which updates every parameter in one pass (few launches on CUDA; on
+    the CPU since PyTorch 2.4). The default, ``None``, fuses on CUDA and on the CPU, where PyTorch has it
+    (:data:`FUSED_DEVICES`), and runs the per-tensor loop elsewhere; ``fused=False`` runs the per-tensor loop
+    (where the class would pick its ``foreach`` kernels). ``capturable``: the step counts live on the device, so
     the update can be captured in a CUDA graph (as ``torch.optim.Adam(capturable=True)``).
 
     It keeps the moments and step counts that ``torch.optim.Adam`` keeps, one entry of :attr:`state` per
@@ -55,9 +59,12 @@ class FunctionalAdam:
         if len(devices) > 1:
             raise ValueError(f"the parameters are on several devices ({sorted(map(str, devices))}): keep them on one")
         (device,) = devices
-        self.fused = device.type == "cuda" if fused is None else fused
-        if self.fused and device.type != "cuda":
-            raise ValueError(f"the fused Adam runs on CUDA only, and the parameters are on {device}")
+        self.fused = device.type in FUSED_DEVICES if fused is None else fused
+        if self.fused and device.type not in FUSED_DEVICES:
+            raise ValueError(
+                f"the fused Adam runs on {' and '.join(FUSED_DEVICES)}, and the parameters are on {device}: "
+                "pass fused=False"
+            )
         if capturable and device.type != "cuda":
             raise ValueError(f"a capturable Adam is for CUDA graphs, and the parameters are on {device}")
         self.capturable = capturable

@@ -189,7 +189,7 @@ def train(
     with torch.device(device):
         model = BeatVAE(beats.shape[1], latent=latent)
         generator = torch.Generator(device=device).manual_seed(seed)
-    # the fused Adam updates the parameters in few launches (CUDA only; not counted here). Called through
+    # the fused Adam updates every parameter in one pass (on CUDA and on the CPU: support.ecg.adam). Called through
     # its functional form, which does not import PyTorch's compiler stack as the Optimizer class does (a cost
     # of a fresh process's first training: support.ecg.adam, and chapter 6's first command against the class)
     optimizer = FunctionalAdam(model.parameters(), lr=learning_rate, capturable=use_graph)

@@ -140,7 +140,7 @@ def _train(model, tensor, *, epochs: int, batch_size: int, learning_rate: float,
 
     from support.ecg import vae  # noqa: PLC0415  # support.ecg.vae imports PyTorch at its top
 
-    fused = True if tensor.device.type == "cuda" else None  # one kernel for every parameter's update (CUDA only)
+    fused = True if tensor.device.type == "cuda" else None  # one kernel for every parameter's update on CUDA
     optimizer = torch.optim.Adam(model.parameters(), lr=learning_rate, fused=fused)
     generator = torch.Generator(device=tensor.device).manual_seed(seed)
     steps = max(1, len(tensor) // batch_size)
