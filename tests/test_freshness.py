@@ -198,15 +198,20 @@ def test_a_process_a_cell_starts_or_runs_with_dash_m_is_found_and_a_data_file_is
 def test_every_module_a_chapter_can_run_is_in_its_record_or_said_not_to_run():
     """The kernel's imports are what it really ran; a fresh process or a Dask worker imports more, and the
     notebook names those files (``book.child_process_support``) or this test says why that chapter never runs
-    them. A chapter that names a file its last run did not record is stale until it runs again."""
-    unexplained, said_for_nothing = {}, {}
+    them. A chapter that names a file its last run did not record is stale until it runs again. A stale chapter's
+    unnamed files are listed, not failed: a module its changed code now imports may be its kernel's, which the
+    next execution records (name those a fresh process imports before executing it)."""
+    unexplained, said_for_nothing, while_stale = {}, {}, {}
     for path in notebooks.published_notebooks():
         said = NOT_RUN_BY_THE_CHAPTER.get(path.name, {})
-        untracked = freshness.untracked_support(json.loads(path.read_text()))
+        notebook = json.loads(path.read_text())
+        untracked = freshness.untracked_support(notebook)
         if left := [name for name in untracked if name not in said]:
-            unexplained[path.name] = left
+            (unexplained if freshness.freshness(notebook).fresh else while_stale)[path.name] = left
         if stale := [name for name in said if name not in untracked]:  # an exemption nothing needs any more
             said_for_nothing[path.name] = stale
+    if while_stale:
+        warnings.warn(f"stale chapters that can import, outside their record: {while_stale}", stacklevel=1)
     assert not said_for_nothing, f"NOT_RUN_BY_THE_CHAPTER names files no longer reached: {said_for_nothing}"
     assert not unexplained, (
         f"support files these chapters can import outside their kernel, named nowhere: {unexplained}; add each to "

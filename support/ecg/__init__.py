@@ -15,6 +15,7 @@ One idea per module, in the order the data flows:
 - :mod:`~support.ecg.vae`: a convolutional variational autoencoder and anomaly scores from its reconstruction;
 - :mod:`~support.ecg.adam`: the autoencoder's Adam through PyTorch's functional form, without the compiler import;
 - :mod:`~support.ecg.step_speed`: where a training step of the autoencoder spends its time;
+- :mod:`~support.ecg.turns`: the order in which contenders are timed, turning round each round;
 - :mod:`~support.ecg.pipeline`: the pipeline stage by stage, on the GPU or on the CPU with the same functions;
 - :mod:`~support.ecg.cpu_peers`: the fastest CPU version of the shared stages a reader could write;
 - :mod:`~support.ecg.method_speed`: the best training-free method timed from the CSV on the GPU and on the CPU;

@@ -32,6 +32,7 @@ from pathlib import Path
 
 from support.bench import Timing, format_seconds
 from support.ecg import run_report
+from support.ecg.turns import in_turns
 from support.fresh_process import environment
 
 #: The environment of a run: Python may cache bytecode (as it does for a user), in a folder of its own.
@@ -132,18 +133,6 @@ def compare_settings(
         out = folder / f"round-{round_number}-{names.index(name)}"
         runs[name].append(run_command_line([*base, *settings[name]], out=out))
     return {name: pooled(each) for name, each in runs.items()}
-
-
-def in_turns(names: Sequence[str], rounds: int):
-    """``(round, name)`` for ``rounds`` rounds of ``names``, in their order in even rounds and backwards in odd
-    ones, so that no name always runs first or last (:func:`compare_settings`, :func:`alternate_runs`).
-
-    >>> list(in_turns(["a", "b"], 3))
-    [(0, 'a'), (0, 'b'), (1, 'b'), (1, 'a'), (2, 'a'), (2, 'b')]
-    """
-    for round_number in range(rounds):
-        for name in names if round_number % 2 == 0 else list(reversed(names)):
-            yield round_number, name
 
 
 def pooled(runs: Sequence[Mapping]) -> dict:

@@ -33,6 +33,7 @@ import torch  # noqa: TID253 - this module times PyTorch training steps: it has 
 
 from support.bench import Timing, time_cuda
 from support.ecg import vae
+from support.ecg.turns import in_turns
 from support.traffic import trace_events
 
 
@@ -140,11 +141,9 @@ def time_rounds(steps_by_name: dict, *, rounds: int = 4, steps: int = 30, warmup
     first. Each :class:`~support.bench.Timing` has the median to quote and the rounds' range."""
     if rounds < 2:
         raise ValueError(f"need at least two rounds to alternate the order, not {rounds}")
-    names = list(steps_by_name)
-    seconds = {name: [] for name in names}
-    for round_ in range(rounds):
-        for name in names if round_ % 2 == 0 else reversed(names):
-            seconds[name].append(time_steps(steps_by_name[name], steps=steps, warmup=warmup) / 1e3)
+    seconds = {name: [] for name in steps_by_name}
+    for _, name in in_turns(list(steps_by_name), rounds):
+        seconds[name].append(time_steps(steps_by_name[name], steps=steps, warmup=warmup) / 1e3)
     return {name: Timing(f"{name}, per step", tuple(values), "cuda-events") for name, values in seconds.items()}
 
 
