@@ -9,6 +9,7 @@ module          what                                                            
 ``freshness``   do a chapter's outputs still come from its code? (the book's note)
 ``records``     the three record stores (runs, claims, rehearsals): read, write, append
 ``runs``        measured runs (time, peak memory, claims), the README's table, needs  ``make execute``
+``retire``      a run whose chapter was executed again, moved to ``runs/history/``   ``python -m ...retire``
 ``agendas``     the workshop's agendas: slots, and the chapters a participant runs
 ``teaching``    the teachers' page's tables, from the runs
 ``evidence``    the claims on record, the page Claims and evidence                    ``make compare``
