@@ -276,6 +276,15 @@ def test_jax_settings_replace_the_callers_jax_variables():
     assert jax_probe.JaxProbe("grow on demand", 0, 0, 1e-4, GIB, True, "", 5 * GIB).row(80 * GIB)["free for cuDF"] == (
         "5.00 GiB"
     )
+    spread = jax_probe.JaxProbe("grow on demand", 0, 0, 3e-4, GIB, True, "", 0, step_quartiles=(2e-4, 5e-4))
+    assert spread.row(80 * GIB)["middle half of the steps"] == "200 µs to 500 µs"
+
+
+def test_the_jax_step_reports_its_quartiles_around_the_median():
+    """On the CPU's JAX: the step times' lower quartile, median and upper quartile, in order."""
+    pytest.importorskip("jax")
+    lower, median, upper = jax_probe._jax_steps(16)
+    assert 0 < lower <= median <= upper
 
 
 def test_jax_probe_refuses_to_crowd_out_other_users_of_the_gpu():

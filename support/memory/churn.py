@@ -27,14 +27,13 @@ be measured in a notebook that later hands PyTorch to RMM.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 import numpy as np
 
 from support import fresh_process
-from support.bench import format_seconds, gpu_sleeper, time_wall
+from support.bench import Timing, format_seconds, gpu_sleeper, time_behind_busy_gpu, time_wall
 from support.memory.pools import make_resource
 from support.units import GIB, KIB, MIB
 
@@ -153,26 +152,28 @@ def _torch_caching() -> Allocator:
     )
 
 
-def time_free_behind_busy_gpu(kind: str, busy_seconds: float = 0.02) -> float:
-    """Seconds the host spends freeing 1 MiB while the GPU is busy for ``busy_seconds`` with earlier work.
+def time_free_behind_busy_gpu(kind: str, busy_seconds: float = 0.02, *, warmup: int = 2, repeat: int = 5) -> Timing:
+    """Wall-clock time the host spends freeing 1 MiB while the GPU is busy for ``busy_seconds`` with earlier
+    work, ``warmup`` frees untimed and then ``repeat`` timed (:func:`support.bench.time_behind_busy_gpu`).
 
-    A one-thread kernel keeps the GPU busy; then the buffer is freed through an RMM resource of ``kind``
-    (:data:`support.memory.pools.RESOURCE_KINDS`). ``cudaFree`` waits for the GPU to finish; a pool does not.
+    Before each free a one-thread kernel keeps the GPU busy; then one of the buffers allocated beforehand is freed
+    through an RMM resource of ``kind`` (:data:`support.memory.pools.RESOURCE_KINDS`), the clock around the free
+    alone. ``cudaFree`` waits for the GPU to finish; a pool does not.
     """
     import cupy
 
     if not 0 < busy_seconds <= 1:
         raise ValueError(f"keep the GPU busy for a positive time of at most 1 s, not {busy_seconds}")
-    queue_work = gpu_sleeper()  # compiled and loaded before timing
     resource = make_resource(kind, pool_size=64 * MIB)
-    pointer = resource.allocate(MIB)
+    pointers = [resource.allocate(MIB) for _ in range(warmup + repeat)]  # one to free per call
     cupy.cuda.runtime.deviceSynchronize()
-    queue_work(busy_seconds)
-    start = time.perf_counter()
-    resource.deallocate(pointer, MIB)
-    elapsed = time.perf_counter() - start
-    cupy.cuda.runtime.deviceSynchronize()
-    return elapsed
+    return time_behind_busy_gpu(
+        lambda: resource.deallocate(pointers.pop(), MIB),
+        busy_seconds=busy_seconds,
+        label=kind,
+        warmup=warmup,
+        repeat=repeat,
+    )
 
 
 ALLOCATORS: dict[str, Callable[[], Allocator]] = {

@@ -27,6 +27,7 @@ unless ``GPU_INTEROP_ALLOW_JAX_PREALLOCATION=1``.
 from __future__ import annotations
 
 import os
+import statistics
 import subprocess
 import time
 from collections.abc import Mapping
@@ -177,6 +178,8 @@ class JaxProbe:
     free_after_work: int = 0
     #: Why the probe's process failed before it could report (empty when it reported): its figures are then 0.
     failed: str = ""
+    #: The steps' lower and upper quartiles, in seconds: the middle half of the steps lies between them.
+    step_quartiles: tuple[float, float] = (float("nan"), float("nan"))
 
     def row(self, total_bytes: int) -> dict[str, object]:
         """One line of the chapter's table; ``total_bytes`` is the GPU's memory."""
@@ -189,6 +192,7 @@ class JaxProbe:
             "after its work": describe_bytes(self.held_after_work),
             "share of the GPU": f"{self.held_after_work / total_bytes:.0%}",
             "JAX step (median)": format_seconds(self.seconds_per_step),
+            "middle half of the steps": " to ".join(format_seconds(q) for q in self.step_quartiles),
             "free for cuDF": describe_bytes(self.free_after_work),
             f"cuDF job of {describe_bytes(self.job_bytes)}": "ran" if self.job_fitted else "out of memory",
         }
@@ -200,8 +204,9 @@ def _free_bytes() -> tuple[int, int]:
     return rmm.mr.available_device_memory()
 
 
-def _jax_steps(steps: int) -> float:
-    """Median seconds of a JAX step that makes new arrays of eight sizes (4–64 MiB) and reduces them."""
+def _jax_steps(steps: int) -> tuple[float, float, float]:
+    """Seconds of a JAX step that makes new arrays of eight sizes (4–64 MiB) and reduces them, over ``steps``
+    steps: the lower quartile, the median and the upper quartile."""
     import jax
     import jax.numpy as jnp
 
@@ -218,8 +223,8 @@ def _jax_steps(steps: int) -> float:
         start = time.perf_counter()
         step(jnp.full((n,), float(i), jnp.float32)).block_until_ready()
         times.append(time.perf_counter() - start)
-    times.sort()
-    return times[len(times) // 2]
+    lower, median, upper = statistics.quantiles(times, n=4)
+    return lower, median, upper
 
 
 def _cudf_job(job_bytes: int) -> None:
@@ -232,14 +237,14 @@ def _cudf_job(job_bytes: int) -> None:
     max(int(column.max()) for column in doubled)
 
 
-def probe(setting: str, job_bytes: int, steps: int = 64) -> JaxProbe:
+def probe(setting: str, job_bytes: int, steps: int = 256) -> JaxProbe:
     """Run in a process started with :func:`jax_environment` (``setting`` only labels the result)."""
     free_before, _ = _free_bytes()
     import jax.numpy as jnp
 
     jnp.ones(1).block_until_ready()
     free_started, _ = _free_bytes()
-    seconds = _jax_steps(steps)
+    lower, seconds, upper = _jax_steps(steps)
     free_worked, _ = _free_bytes()
     error = ""
     try:
@@ -257,10 +262,11 @@ def probe(setting: str, job_bytes: int, steps: int = 64) -> JaxProbe:
         not error,
         error,
         free_worked,
+        step_quartiles=(lower, upper),
     )
 
 
-def probe_in_fresh_process(setting: str, job_bytes: int, *, steps: int = 64, timeout: float = 300) -> JaxProbe:
+def probe_in_fresh_process(setting: str, job_bytes: int, *, steps: int = 256, timeout: float = 300) -> JaxProbe:
     """:func:`probe` in a new Python process whose environment carries ``setting``.
 
     Refuses (:class:`MemorySetupError`) a setting whose preallocation would crowd out other users of the GPU. When
