@@ -69,9 +69,11 @@ OOM_UNDER_MPS = (
 
 CASES = {
     "chapter 4, the sign of the unclaimed gap between all-RMM and PyTorch's own": (
-        "all-RMM minus PyTorch's own: +0.35 ms; between the two with PyTorch's own: 0.69 ms",
-        "all-RMM minus PyTorch's own: -0.12 ms; between the two with PyTorch's own: 0.41 ms",
-        "all-RMM minus PyTorch's own: +0.35 ms; between the two with RMM's own: 0.69 ms",
+        "all-RMM minus PyTorch's own: +0.35 ms; between the two setups that train with PyTorch's own "
+        "allocator: 0.69 ms",
+        "all-RMM minus PyTorch's own: -0.12 ms; between the two setups that train with PyTorch's own "
+        "allocator: 0.41 ms",
+        "all-RMM minus PyTorch's own: +0.35 ms; between the two setups that train with RMM's own allocator: 0.69 ms",
     ),
     "chapter 1, the CPU line": (
         "CPU: Intel(R) Xeon(R) Processor: 16 cores for this process (of 16)",
