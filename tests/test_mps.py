@@ -114,7 +114,17 @@ FAILING_START = FAKE_CONTROL.replace('touch "$state"; exit 0; fi', "echo no GPU 
 SLOW_START = FAKE_CONTROL.replace('touch "$state"; exit 0; fi', 'touch "$state"; kill -INT $PPID; sleep 1; exit 0; fi')
 
 
-def test_a_start_that_failed_is_not_asked_to_quit_and_one_cut_short_is(control):
+@pytest.fixture
+def ctrl_c_raises():
+    """Python's own Ctrl-C handler meanwhile. A shell starts a background job (``make test &``) with SIGINT ignored,
+    and Python then keeps it ignored, so a Ctrl-C sent to the tests would do nothing; the handler before comes back
+    after."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, before)
+
+
+def test_a_start_that_failed_is_not_asked_to_quit_and_one_cut_short_is(control, ctrl_c_raises):
     control.write_text(FAILING_START)
     with pytest.raises(mps.MpsError, match="could not start MPS: no GPU"):
         mps.run_with_limit([sys.executable, "-c", "pass"], "16G")
