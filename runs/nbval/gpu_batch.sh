@@ -39,23 +39,30 @@ case "$mode:$card" in
   h100:*|two-h100:*|h200:*) echo "this host's cards are $card, not the mode's $mode: book again" >&2; exit 3;;
 esac
 case "$card" in *H100*) pair="2 × H100";; *H200*) pair="2 × H200";; *) pair="2 × $card";; esac
+# Execution, nbval on the whole GPU(s) and nbval under the 16 GB MPS limit, chapter by chapter: $1 the runs' label,
+# $2 the 16 GB run's label, $3 the GPUs MPS limits ("" for GPU 0, "--device 0 --device 1" for two), then the
+# chapters. Chapter 6's command-line records are made just before its execution.
+three_runs() {
+  local label=$1 label16=$2 devices=$3 chapter name executed; shift 3
+  for chapter in "$@"; do
+    name=$(basename "$chapter" .ipynb)
+    [ "$name" = 06_ecg_pipeline ] && bash runs/ecg_cli_records.sh
+    python3 -m booktools.runs measure --mode execute --label "$label" --log-dir /tmp/logs/execute "$chapter"
+    executed=$?
+    echo "execute EXIT=$executed MARKE $name at $(date +%T)"
+    if [ "$executed" -ne 0 ]; then  # nbval of a failed execution checks nothing worth the device time
+      echo "nbval skipped: the execution failed MARKN $name"; echo "16g skipped MARK16 $name"; continue
+    fi
+    python3 -m booktools.runs measure --mode nbval --label "$label" --log-dir /tmp/logs/nbval "$chapter"
+    echo "nbval EXIT=$? MARKN $name at $(date +%T)"
+    # shellcheck disable=SC2086  # $devices is several words, or none
+    python3 -m booktools.mps --limit 16G $devices -- python3 -m booktools.runs measure --mode nbval \
+      --label "$label16" --memory-limit 16G --log-dir /tmp/logs/nbval16 "$chapter"
+    echo "16g EXIT=$? MARK16 $name at $(date +%T)"
+  done
+}
 case "$mode" in
-  h100)
-    for chapter in "$@"; do
-      name=$(basename "$chapter" .ipynb)
-      [ "$name" = 06_ecg_pipeline ] && bash runs/ecg_cli_records.sh
-      python3 -m booktools.runs measure --mode execute --label "H100 80GB" --log-dir /tmp/logs/execute "$chapter"
-      executed=$?
-      echo "execute EXIT=$executed MARKE $name at $(date +%T)"
-      if [ "$executed" -ne 0 ]; then  # nbval of a failed execution checks nothing worth the device time
-        echo "nbval skipped: the execution failed MARKN $name"; echo "16g skipped MARK16 $name"; continue
-      fi
-      python3 -m booktools.runs measure --mode nbval --label "H100 80GB" --log-dir /tmp/logs/nbval "$chapter"
-      echo "nbval EXIT=$? MARKN $name at $(date +%T)"
-      python3 -m booktools.mps --limit 16G -- python3 -m booktools.runs measure --mode nbval \
-        --label "16 GB (MPS limit)" --memory-limit 16G --log-dir /tmp/logs/nbval16 "$chapter"
-      echo "16g EXIT=$? MARK16 $name at $(date +%T)"
-    done;;
+  h100) three_runs "H100 80GB" "16 GB (MPS limit)" "" "$@";;
   h200)
     gpus=$(nvidia-smi --query-gpu=name --format=csv,noheader | wc -l)
     nbval() {
@@ -78,20 +85,7 @@ case "$mode" in
     gpus=$(nvidia-smi --query-gpu=name --format=csv,noheader | wc -l)
     [ "$gpus" -ge 2 ] || { echo "two-gpu needs two GPUs, this host has $gpus" >&2; exit 3; }
     export CUDA_VISIBLE_DEVICES=0,1
-    for chapter in "$@"; do
-      name=$(basename "$chapter" .ipynb)
-      python3 -m booktools.runs measure --mode execute --label "$pair" --log-dir /tmp/logs/execute "$chapter"
-      executed=$?
-      echo "execute EXIT=$executed MARKE $name at $(date +%T)"
-      if [ "$executed" -ne 0 ]; then
-        echo "nbval skipped: the execution failed MARKN $name"; echo "16g skipped MARK16 $name"; continue
-      fi
-      python3 -m booktools.runs measure --mode nbval --label "$pair" --log-dir /tmp/logs/nbval "$chapter"
-      echo "nbval EXIT=$? MARKN $name at $(date +%T)"
-      python3 -m booktools.mps --limit 16G --device 0 --device 1 -- python3 -m booktools.runs measure --mode nbval \
-        --label "$pair, 16 GB (MPS limit)" --memory-limit 16G --log-dir /tmp/logs/nbval16 "$chapter"
-      echo "16g EXIT=$? MARK16 $name at $(date +%T)"
-    done;;
+    three_runs "$pair" "$pair, 16 GB (MPS limit)" "--device 0 --device 1" "$@";;
   *) echo "unknown mode $mode: h100, h200, two-h100 or two-gpu" >&2; exit 2;;
 esac
 echo MARKALL
