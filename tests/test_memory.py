@@ -3,6 +3,7 @@ the workload on pandas, JAX settings, figures. What needs RMM or a GPU runs in c
 
 from __future__ import annotations
 
+import functools
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -543,3 +544,36 @@ def test_use_one_pool_says_whether_it_routed_pytorch(monkeypatch):
     assert not pools.pytorch_on_rmm()  # use_one_pool(pytorch=False): the middle way
     monkeypatch.setattr(pools, "_active", pools.PoolReport(GIB, ["cuDF", "CuPy", "PyTorch"], "pool"))
     assert pools.pytorch_on_rmm()
+
+
+def test_the_free_behind_a_busy_gpu_frees_each_buffer_once_behind_its_own_work(monkeypatch):
+    """On the CPU: a stand-in resource and GPU; every buffer allocated beforehand is freed once, each free after its
+    own queued work, and the timing holds the repeats only (the warm-ups are untimed)."""
+    events = []
+
+    class Resource:
+        def allocate(self, size):
+            events.append(("allocate", size))
+            return len([e for e in events if e[0] == "allocate"])
+
+        def deallocate(self, pointer, size):
+            events.append(("free", pointer))
+
+    fake_cupy = SimpleNamespace(cuda=SimpleNamespace(runtime=SimpleNamespace(deviceSynchronize=lambda: None)))
+    monkeypatch.setitem(sys.modules, "cupy", fake_cupy)
+    monkeypatch.setattr(churn, "make_resource", lambda kind, pool_size: Resource())
+    monkeypatch.setattr(
+        churn,
+        "time_behind_busy_gpu",
+        functools.partial(
+            churn.time_behind_busy_gpu, queue_work=lambda s: events.append(("work", s)), wait_for_gpu=lambda: None
+        ),
+    )
+    timing = churn.time_free_behind_busy_gpu("pool", 0.02, warmup=2, repeat=5)
+    frees = [e[1] for e in events if e[0] == "free"]
+    assert sorted(frees) == list(range(1, 8))  # each of the seven buffers, once
+    after_allocations = events[7:]
+    assert after_allocations == [item for pointer in frees for item in (("work", 0.02), ("free", pointer))]
+    assert len(timing.samples) == 5 and timing.label == "pool"
+    with pytest.raises(ValueError, match="at most 1 s"):
+        churn.time_free_behind_busy_gpu("pool", 2.0)
