@@ -87,7 +87,7 @@ def measure_here(setup: str, batch_size: int = 512, beats: int = 20_000, width: 
         found["CUDA graph step ms"] = _step_ms(step_speed.graphed_step(data, batch_size))[0]
         found["CUDA graph"] = "captured"
     except RuntimeError as error:
-        found["CUDA graph"] = f"fails: {str(error).splitlines()[0][:70]}"
+        found["CUDA graph"] = f"fails: {str(error).splitlines()[0]}"
     try:
         found["max_memory_allocated"] = f"{torch.cuda.max_memory_allocated() / MIB:.0f} MiB"
     except RuntimeError as error:
