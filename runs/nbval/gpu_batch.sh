@@ -49,6 +49,9 @@ three_runs() {
     [ "$name" = 06_ecg_pipeline ] && bash runs/ecg_cli_records.sh
     python3 -m booktools.runs measure --mode execute --label "$label" --log-dir /tmp/logs/execute "$chapter"
     executed=$?
+    # a file the execution writes beside the notebook (chapter 7's Dask report) belongs with its outputs:
+    # kept now, before the nbval runs write it again; collect.sh brings /tmp/logs back
+    cp chapters/"$name"_*.html /tmp/logs/execute/ 2>/dev/null || true
     echo "execute EXIT=$executed MARKE $name at $(date +%T)"
     if [ "$executed" -ne 0 ]; then  # nbval of a failed execution checks nothing worth the device time
       echo "nbval skipped: the execution failed MARKN $name"; echo "16g skipped MARK16 $name"; continue

@@ -134,13 +134,14 @@ def _cuda_devices(tensor) -> list:
 
 def _train(model, tensor, *, epochs: int, batch_size: int, learning_rate: float, seed: int) -> None:
     """Train ``model`` in place on the beats in ``tensor`` (on their device) for ``epochs`` epochs of shuffled
-    batches of ``batch_size``: chapter 6's step (:func:`support.ecg.vae.train_step`) with a fused Adam, cuDNN held to
-    deterministic algorithms, every random draw seeded by ``seed`` and the global generators restored after."""
+    batches of ``batch_size``: chapter 6's step (:func:`support.ecg.vae.train_step`) with ``torch.optim.Adam``,
+    fused on CUDA (its default update on the CPU, where only the tests train), cuDNN held to deterministic
+    algorithms, every random draw seeded by ``seed`` and the global generators restored after."""
     import torch
 
     from support.ecg import vae  # noqa: PLC0415  # support.ecg.vae imports PyTorch at its top
 
-    fused = True if tensor.device.type == "cuda" else None  # one kernel for every parameter's update on CUDA
+    fused = True if tensor.device.type == "cuda" else None  # PyTorch's fused update on CUDA
     optimizer = torch.optim.Adam(model.parameters(), lr=learning_rate, fused=fused)
     generator = torch.Generator(device=tensor.device).manual_seed(seed)
     steps = max(1, len(tensor) // batch_size)
