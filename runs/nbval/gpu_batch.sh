@@ -17,6 +17,10 @@
 #   bash runs/nbval/gpu_batch.sh two-gpu chapters/07_many_gpus.ipynb
 #       for a chapter that needs two GPUs, on whichever two cards the host has (labels "2 × H100" or "2 × H200"):
 #       execution, nbval using both GPUs, nbval under the 16 GB MPS limit on both ("2 × H200, 16 GB (MPS limit)").
+#   env NBVAL_ONLY=1 bash runs/nbval/gpu_batch.sh two-gpu chapters/07_many_gpus.ipynb   (or mode h100)
+#       the same without the execution: both nbval runs of the committed outputs, when their execution ran in an
+#       earlier session (chapter 7's three runs need about 27 minutes, more than one session's device time with
+#       the staging). Chapter 6's command-line records are then not made again.
 #
 # The helpers in runs/nbval/host/ copy the tree to /tmp/book (sync.sh), start this script detached (bg.sh) and
 # bring back what it made (collect.sh).
@@ -46,15 +50,19 @@ three_runs() {
   local label=$1 label16=$2 devices=$3 chapter name executed; shift 3
   for chapter in "$@"; do
     name=$(basename "$chapter" .ipynb)
-    [ "$name" = 06_ecg_pipeline ] && bash runs/ecg_cli_records.sh
-    python3 -m booktools.runs measure --mode execute --label "$label" --log-dir /tmp/logs/execute "$chapter"
-    executed=$?
-    # a file the execution writes beside the notebook (chapter 7's Dask report) belongs with its outputs:
-    # kept now, before the nbval runs write it again; collect.sh brings /tmp/logs back
-    cp chapters/"$name"_*.html /tmp/logs/execute/ 2>/dev/null || true
-    echo "execute EXIT=$executed MARKE $name at $(date +%T)"
-    if [ "$executed" -ne 0 ]; then  # nbval of a failed execution checks nothing worth the device time
-      echo "nbval skipped: the execution failed MARKN $name"; echo "16g skipped MARK16 $name"; continue
+    if [ "${NBVAL_ONLY:-0}" = 1 ]; then  # the committed outputs, executed in an earlier session
+      echo "execute skipped (NBVAL_ONLY=1) MARKE $name at $(date +%T)"
+    else
+      [ "$name" = 06_ecg_pipeline ] && bash runs/ecg_cli_records.sh
+      python3 -m booktools.runs measure --mode execute --label "$label" --log-dir /tmp/logs/execute "$chapter"
+      executed=$?
+      # a file the execution writes beside the notebook (chapter 7's Dask report) belongs with its outputs:
+      # kept now, before the nbval runs write it again; collect.sh brings /tmp/logs back
+      mkdir -p /tmp/logs/execute; cp chapters/"$name"_*.html /tmp/logs/execute/ 2>/dev/null || true
+      echo "execute EXIT=$executed MARKE $name at $(date +%T)"
+      if [ "$executed" -ne 0 ]; then  # nbval of a failed execution checks nothing worth the device time
+        echo "nbval skipped: the execution failed MARKN $name"; echo "16g skipped MARK16 $name"; continue
+      fi
     fi
     python3 -m booktools.runs measure --mode nbval --label "$label" --log-dir /tmp/logs/nbval "$chapter"
     echo "nbval EXIT=$? MARKN $name at $(date +%T)"
