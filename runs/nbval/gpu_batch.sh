@@ -30,11 +30,12 @@
 set -u
 mode=${1:?"name the mode first: h100, h200, two-h100 or two-gpu"}; shift
 [ $# -gt 0 ] || { echo "name at least one chapter, e.g. chapters/03_zero_copy.ipynb" >&2; exit 2; }
-cd /tmp/book || exit 2
-export PYTHONPATH=/tmp/site:/tmp/book PATH=/tmp/site/bin:$PATH
+book=${GPU_BATCH_BOOK:-/tmp/book} logs=${GPU_BATCH_LOGS:-/tmp/logs}  # other folders only for its tests
+cd "$book" || exit 2
+export PYTHONPATH=/tmp/site:$book PATH=/tmp/site/bin:$PATH
 export XLA_PYTHON_CLIENT_PREALLOCATE=false PYTHONUNBUFFERED=1 PYTHONHASHSEED=0
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-mkdir -p /tmp/logs
+mkdir -p "$logs"
 trap 'echo quit | timeout 10 nvidia-cuda-mps-control > /dev/null 2>&1 || true' EXIT
 nvidia-smi -L
 card=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
@@ -54,21 +55,21 @@ three_runs() {
       echo "execute skipped (NBVAL_ONLY=1) MARKE $name at $(date +%T)"
     else
       [ "$name" = 06_ecg_pipeline ] && bash runs/ecg_cli_records.sh
-      python3 -m booktools.runs measure --mode execute --label "$label" --log-dir /tmp/logs/execute "$chapter"
+      python3 -m booktools.runs measure --mode execute --label "$label" --log-dir "$logs/execute" "$chapter"
       executed=$?
       # a file the execution writes beside the notebook (chapter 7's Dask report) belongs with its outputs:
       # kept now, before the nbval runs write it again; collect.sh brings /tmp/logs back
-      mkdir -p /tmp/logs/execute; cp chapters/"$name"_*.html /tmp/logs/execute/ 2>/dev/null || true
+      mkdir -p "$logs/execute"; cp chapters/"$name"_*.html "$logs/execute/" 2>/dev/null || true
       echo "execute EXIT=$executed MARKE $name at $(date +%T)"
       if [ "$executed" -ne 0 ]; then  # nbval of a failed execution checks nothing worth the device time
         echo "nbval skipped: the execution failed MARKN $name"; echo "16g skipped MARK16 $name"; continue
       fi
     fi
-    python3 -m booktools.runs measure --mode nbval --label "$label" --log-dir /tmp/logs/nbval "$chapter"
+    python3 -m booktools.runs measure --mode nbval --label "$label" --log-dir "$logs/nbval" "$chapter"
     echo "nbval EXIT=$? MARKN $name at $(date +%T)"
     # shellcheck disable=SC2086  # $devices is several words, or none
     python3 -m booktools.mps --limit 16G $devices -- python3 -m booktools.runs measure --mode nbval \
-      --label "$label16" --memory-limit 16G --log-dir /tmp/logs/nbval16 "$chapter"
+      --label "$label16" --memory-limit 16G --log-dir "$logs/nbval16" "$chapter"
     echo "16g EXIT=$? MARK16 $name at $(date +%T)"
   done
 }
@@ -78,19 +79,19 @@ case "$mode" in
     gpus=$(nvidia-smi --query-gpu=name --format=csv,noheader | wc -l)
     nbval() {
       CUDA_VISIBLE_DEVICES=0 python3 -m booktools.runs measure --mode nbval --label "H200 141GB" \
-        --log-dir /tmp/logs/nbval_h200 "$@" > /tmp/logs/nbval_h200.out 2>&1
-      echo "nbval h200 EXIT=$? MARKH at $(date +%T)"; tail -n 2 /tmp/logs/nbval_h200.out
+        --log-dir "$logs/nbval_h200" "$@" > "$logs/nbval_h200.out" 2>&1
+      echo "nbval h200 EXIT=$? MARKH at $(date +%T)"; tail -n 2 "$logs/nbval_h200.out"
     }
     compare() {
-      CUDA_VISIBLE_DEVICES=$1 make compare PYTHON=python3 COMPARE="${*:2}" > /tmp/logs/compare_h200.txt 2>&1
-      echo "compare EXIT=$? MARKC at $(date +%T)"; tail -n 2 /tmp/logs/compare_h200.txt
+      CUDA_VISIBLE_DEVICES=$1 make compare PYTHON=python3 COMPARE="${*:2}" > "$logs/compare_h200.txt" 2>&1
+      echo "compare EXIT=$? MARKC at $(date +%T)"; tail -n 2 "$logs/compare_h200.txt"
     }
     if [ "$gpus" -ge 2 ]; then nbval "$@" & compare 1 "$@" & wait; else nbval "$@"; compare 0 "$@"; fi;;
   two-h100)
     gpus=$(nvidia-smi --query-gpu=name --format=csv,noheader | wc -l)
     [ "$gpus" -ge 2 ] || { echo "two-h100 needs two GPUs, this host has $gpus" >&2; exit 3; }
     CUDA_VISIBLE_DEVICES=0,1 python3 -m booktools.runs measure --mode nbval --label "2 × H100" \
-      --log-dir /tmp/logs/nbval_h100x2 "$@"
+      --log-dir "$logs/nbval_h100x2" "$@"
     echo "nbval two-h100 EXIT=$? MARKN2 at $(date +%T)";;
   two-gpu)
     gpus=$(nvidia-smi --query-gpu=name --format=csv,noheader | wc -l)
