@@ -242,6 +242,20 @@ class ChurnResult:
     steps: int
 
 
+def repeats_apart(one: ChurnResult, other: ChurnResult) -> bool:
+    """Whether every repeat of ``one`` is faster than every repeat of ``other``, or the other way round: the
+    two ranges of repeats do not overlap, so their medians' order is not a matter of which repeats were drawn.
+
+    >>> fast = ChurnResult("driver", 3e-6, (2.9e-6, 3e-6, 3.2e-6), 100)
+    >>> slow = ChurnResult("rmm", 5e-6, (4.8e-6, 5e-6, 5.1e-6), 100)
+    >>> repeats_apart(fast, slow), repeats_apart(slow, fast)
+    (True, True)
+    >>> repeats_apart(fast, ChurnResult("rmm", 3.1e-6, (3.1e-6, 3.3e-6), 100))
+    False
+    """
+    return max(one.samples) < min(other.samples) or max(other.samples) < min(one.samples)
+
+
 def churn_rows(
     results: list[ChurnResult],
     *,
