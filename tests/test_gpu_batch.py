@@ -21,6 +21,7 @@ i=0; while [ $i -lt "${GPUS:-1}" ]; do echo "NVIDIA $CARD"; i=$((i + 1)); done
 """,
     "python3": """#!/bin/sh
 echo "RAN python3 $*"
+echo "ENV CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-unset}"
 case "$*" in *"--mode execute"*" chapters/"*fail*) exit 1;; esac
 """,
     "nvidia-cuda-mps-control": "#!/bin/sh\nexit 0\n",
@@ -47,7 +48,7 @@ def host(tmp_path):
 
 
 def batch(host, *arguments, card="H100 80GB HBM3", gpus=1, **extra):
-    environment = {key: value for key, value in os.environ.items() if key != "NBVAL_ONLY"}
+    environment = {k: v for k, v in os.environ.items() if k not in ("NBVAL_ONLY", "CUDA_VISIBLE_DEVICES")}
     environment |= {
         "PATH": f"{host['stubs']}{os.pathsep}{os.environ['PATH']}",
         "GPU_BATCH_BOOK": str(host["book"]),
@@ -142,3 +143,12 @@ def test_a_request_without_chapters_or_with_an_unknown_mode_is_refused(host, arg
     code, out, err = batch(host, *arguments)
     assert code == 2 and said in err
     assert not [s for s in ran(out) if s.startswith("python3")]
+
+
+def test_h100_on_a_host_with_two_gpus_runs_on_gpu_0_alone_and_a_one_gpu_host_is_left_as_it_is(host):
+    code, out, _ = batch(host, "h100", "chapters/04_memory_pools.ipynb", gpus=2)
+    assert code == 0 and "the h100 runs use GPU 0" in out
+    assert set(line for line in out.splitlines() if line.startswith("ENV ")) == {"ENV CUDA_VISIBLE_DEVICES=0"}
+    code, out, _ = batch(host, "h100", "chapters/04_memory_pools.ipynb", gpus=1)
+    assert code == 0 and "use GPU 0" not in out
+    assert set(line for line in out.splitlines() if line.startswith("ENV ")) == {"ENV CUDA_VISIBLE_DEVICES=unset"}

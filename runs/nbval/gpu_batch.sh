@@ -8,7 +8,8 @@
 #   bash runs/nbval/gpu_batch.sh h100 chapters/03_zero_copy.ipynb chapters/06_ecg_pipeline.ipynb
 #       for each chapter: execution, nbval on the whole GPU, nbval under the 16 GB MPS limit (labels "H100 80GB"
 #       and "16 GB (MPS limit)"); chapter 6's command-line records are made before its execution. A chapter whose
-#       execution fails gets no nbval (its marks still print, saying so).
+#       execution fails gets no nbval (its marks still print, saying so). On a host with two GPUs it uses GPU 0
+#       alone, so one two-H100 booking can run chapter 7's two-h100 nbval and then this, one after the other.
 #   bash runs/nbval/gpu_batch.sh h200 chapters/03_zero_copy.ipynb
 #       nbval on GPU 0 (label "H200 141GB") and, on GPU 1 where the host has two, `make compare` of the same
 #       chapters at once (else after it), its output in /tmp/logs/compare_h200.txt.
@@ -74,7 +75,12 @@ three_runs() {
   done
 }
 case "$mode" in
-  h100) three_runs "H100 80GB" "16 GB (MPS limit)" "" "$@";;
+  h100)
+    # on a host with more GPUs (a two-H100 booking that also ran chapter 7), one GPU, as on a one-GPU host: the
+    # MPS limit and the chapter see GPU 0 alone
+    gpus=$(nvidia-smi --query-gpu=name --format=csv,noheader | wc -l)
+    if [ "$gpus" -ge 2 ]; then export CUDA_VISIBLE_DEVICES=0; echo "this host has $gpus GPUs: the h100 runs use GPU 0"; fi
+    three_runs "H100 80GB" "16 GB (MPS limit)" "" "$@";;
   h200)
     gpus=$(nvidia-smi --query-gpu=name --format=csv,noheader | wc -l)
     nbval() {
