@@ -4,6 +4,7 @@ the workload on pandas, JAX settings, figures. What needs RMM or a GPU runs in c
 from __future__ import annotations
 
 import functools
+import os
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -577,3 +578,36 @@ def test_the_free_behind_a_busy_gpu_frees_each_buffer_once_behind_its_own_work(m
     assert len(timing.samples) == 5 and timing.label == "pool"
     with pytest.raises(ValueError, match="at most 1 s"):
         churn.time_free_behind_busy_gpu("pool", 2.0)
+
+
+def test_jax_starts_in_a_fresh_process_and_what_it_wrote_to_stderr_comes_back():
+    pytest.importorskip("jax")
+    quiet = fresh_process.call(
+        "support.memory.jax_probe:platform_and_stderr", what="JAX on the CPU", env={"JAX_PLATFORMS": "cpu"}
+    )
+    assert quiet["platform"] == "cpu"
+    # a platform JAX cannot start: its error goes up, and the stderr of the process is the caller's again
+    with pytest.raises(fresh_process.FreshProcessError, match="Unknown backend|nosuchplatform"):
+        fresh_process.call(
+            "support.memory.jax_probe:platform_and_stderr",
+            what="JAX, no such platform",
+            env={"JAX_PLATFORMS": "nosuchplatform"},
+        )
+
+
+def test_the_capture_takes_what_c_code_and_python_write_to_stderr(monkeypatch):
+    pytest.importorskip("jax")
+    import jax
+
+    def devices_that_write():
+        os.write(2, b"from C\n")
+        print("from Python", file=sys.stderr)
+        return [SimpleNamespace(platform="gpu")]
+
+    monkeypatch.setattr(jax, "devices", devices_that_write)
+    # as in a process of its own (pytest's capture replaces sys.stderr here): Python's stderr writes to descriptor 2
+    with open(2, "w", closefd=False) as descriptor_2:
+        monkeypatch.setattr(sys, "stderr", descriptor_2)
+        started = jax_probe.platform_and_stderr()
+    assert started["platform"] == "gpu"
+    assert "from C" in started["stderr"] and "from Python" in started["stderr"]

@@ -7,7 +7,7 @@ full. Its environment variables, read once when JAX starts (so each setting need
 - ``XLA_PYTHON_CLIENT_PREALLOCATE=false``: grow on demand (and keep what it grew to);
 - ``XLA_CLIENT_MEM_FRACTION=.25``: preallocate a smaller share (``XLA_PYTHON_CLIENT_MEM_FRACTION`` is the older
   name, which JAX 0.11 still reads; with both set its GPU backend fails to start, and JAX runs on the CPU
-  without a word: :data:`JAX_VARIABLES` clears both);
+  without a word: :data:`JAX_VARIABLES` clears both, and :func:`platform_and_stderr` shows it);
 - ``XLA_PYTHON_CLIENT_ALLOCATOR=platform``: allocate and free each array exactly (slow, but holds nothing).
 
 :func:`probe_in_fresh_process` starts JAX with one setting, runs a little JAX work, and then tries a cuDF job of
@@ -29,6 +29,8 @@ from __future__ import annotations
 import os
 import statistics
 import subprocess
+import sys
+import tempfile
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -264,6 +266,29 @@ def probe(setting: str, job_bytes: int, steps: int = 256) -> JaxProbe:
         free_worked,
         step_quartiles=(lower, upper),
     )
+
+
+def platform_and_stderr() -> dict[str, str]:
+    """Start JAX in this process; return the platform of its first device and what was written to stderr meanwhile.
+
+    For a fresh process (``fresh_process.call("support.memory.jax_probe:platform_and_stderr", env=...)``): JAX reads
+    its memory variables once, when it starts. JAX and XLA write from Python's logging and from C++, so it is file
+    descriptor 2 that is redirected, not only ``sys.stderr``; a traceback still reaches the caller, since the
+    descriptor is given back before it propagates.
+    """
+    with tempfile.TemporaryFile() as captured:
+        saved = os.dup(2)
+        os.dup2(captured.fileno(), 2)
+        try:
+            import jax
+
+            platform = jax.devices()[0].platform
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+        captured.seek(0)
+        return {"platform": platform, "stderr": captured.read().decode(errors="replace")}
 
 
 def probe_in_fresh_process(setting: str, job_bytes: int, *, steps: int = 256, timeout: float = 300) -> JaxProbe:
