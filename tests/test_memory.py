@@ -585,7 +585,7 @@ def test_jax_starts_in_a_fresh_process_and_what_it_wrote_to_stderr_comes_back():
     quiet = fresh_process.call(
         "support.memory.jax_probe:platform_and_stderr", what="JAX on the CPU", env={"JAX_PLATFORMS": "cpu"}
     )
-    assert quiet["platform"] == "cpu"
+    assert quiet["platform"] == "cpu" and isinstance(quiet["stderr"], str)
     # a platform JAX cannot start: its error goes up, and the stderr of the process is the caller's again
     with pytest.raises(fresh_process.FreshProcessError, match="Unknown backend|nosuchplatform"):
         fresh_process.call(
@@ -606,8 +606,10 @@ def test_the_capture_takes_what_c_code_and_python_write_to_stderr(monkeypatch):
 
     monkeypatch.setattr(jax, "devices", devices_that_write)
     # as in a process of its own (pytest's capture replaces sys.stderr here): Python's stderr writes to descriptor 2
+    open_before = len(os.listdir("/proc/self/fd"))
     with open(2, "w", closefd=False) as descriptor_2:
         monkeypatch.setattr(sys, "stderr", descriptor_2)
         started = jax_probe.platform_and_stderr()
+    assert len(os.listdir("/proc/self/fd")) == open_before  # the saved descriptor closed, the capture too
     assert started["platform"] == "gpu"
     assert "from C" in started["stderr"] and "from Python" in started["stderr"]
