@@ -6,8 +6,9 @@ full. Its environment variables, read once when JAX starts (so each setting need
 
 - ``XLA_PYTHON_CLIENT_PREALLOCATE=false``: grow on demand (and keep what it grew to);
 - ``XLA_CLIENT_MEM_FRACTION=.25``: preallocate a smaller share (``XLA_PYTHON_CLIENT_MEM_FRACTION`` is the older
-  name, which JAX 0.11 still reads; with both set its GPU backend fails to start, and JAX runs on the CPU
-  without a word: :data:`JAX_VARIABLES` clears both, and :func:`platform_and_stderr` shows it);
+  name, which JAX 0.11 still reads; with both set its GPU backend fails to start, JAX writes the error to stderr
+  and runs on the CPU: :data:`JAX_VARIABLES` clears both, and :func:`platform_and_stderr` returns the platform
+  and what was written);
 - ``XLA_PYTHON_CLIENT_ALLOCATOR=platform``: allocate and free each array exactly (slow, but holds nothing).
 
 :func:`probe_in_fresh_process` starts JAX with one setting, runs a little JAX work, and then tries a cuDF job of
