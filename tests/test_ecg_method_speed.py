@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+from support import bench
 from support.ecg import baselines, method_speed, pipeline, reading, synthetic
 
 
@@ -72,6 +73,27 @@ def test_time_method_on_the_cpu_and_the_two_totals(csv_and_config):
     ]
     assert vae_total.cpu_fastest == pytest.approx(53.0) and vae_total.gpu == pytest.approx(1.2)
     assert method_total.cpu_fastest == pytest.approx(3.5) and method_total.gpu == pytest.approx(0.25)
+
+
+def test_the_faster_cpu_per_stage_control_takes_each_stage_from_the_side_that_ran_it_faster():
+    def timed(**medians):
+        return {stage: bench.Timing(stage, (seconds,), "wall") for stage, seconds in medians.items()}
+
+    familiar = timed(read=3.0, convolve=2.0, gate=0.2, embed=0.003)
+    fastest = timed(read=0.08, convolve=0.5, gate=0.25, embed=0.012)  # slower at gate and embed
+    gpu = {stage: bench.Timing(stage, (0.001,), "cuda-events") for stage in familiar}
+    training = pipeline.StageSpeedup("train", 11.0, 10.0, 0.4)
+    method = pipeline.StageSpeedup("score: RR prematurity", 0.07, 0.07, 0.001)
+    _, vae_total, method_total = method_speed.speedup_rows(familiar, fastest, gpu, training=training, method=method)
+    vae_control = method_speed.faster_cpu_per_stage(familiar, fastest, last=training)
+    method_control = method_speed.faster_cpu_per_stage(familiar, fastest, last=method)
+    assert vae_control == pytest.approx(0.08 + 0.5 + 0.2 + 0.003 + 10.0)
+    assert method_control == pytest.approx(0.08 + 0.5 + 0.2 + 0.003 + 0.07)
+    # shorter than the fastest route's own total by the rows where that route was slower
+    assert method_total.cpu_fastest - method_control == pytest.approx(0.05 + 0.009)
+    assert vae_control < min(vae_total.cpu_fastest, vae_total.cpu_familiar)
+    with pytest.raises(ValueError, match="different stages"):
+        method_speed.faster_cpu_per_stage(familiar, timed(read=1.0), last=method)
 
 
 def test_training_is_timed_with_repeats_after_warm_ups_and_the_pipelines_settings(monkeypatch):

@@ -17,7 +17,9 @@ on the VAE's training then says what the GPU does for the weakest method. This m
   and reports its score on the test rows, which play no part in the pick;
 - :func:`time_training` times the VAE's training on one side, with repeats, for the read-to-trained-VAE path;
 - :func:`speedup_rows` puts both paths in one table: the shared stages, the VAE's training, the method's
-  scoring, and a total for each path; :func:`repeat_ranges` gives the repeats behind each of its medians.
+  scoring, and a total for each path; :func:`repeat_ranges` gives the repeats behind each of its medians;
+- :func:`faster_cpu_per_stage` is the CPU control of a total: each shared stage on whichever CPU side timed it
+  faster, so a stage where the "fastest" route came out slower does not flatter the GPU.
 
 >>> import numpy as np
 >>> labels = np.array([0, 0, 0, 1] * 2)  # rows 0-3 validate, rows 4-7 test
@@ -130,6 +132,26 @@ def speedup_rows(
     vae_total = _renamed(with_vae[-1], "total, read → trained VAE")
     method_total = _renamed(with_method[-1], f"total, read → {method.stage.removeprefix('score: ')}")
     return [*with_vae[:-1], method, vae_total, method_total], vae_total, method_total
+
+
+def faster_cpu_per_stage(familiar: dict, fastest: dict, *, last: pipeline.StageSpeedup) -> float:
+    """The strongest CPU control of a total: each shared stage's median on whichever CPU side ran it faster,
+    summed, plus the total's own last row (the VAE's training or the method's scoring) on its faster side.
+
+    ``familiar`` and ``fastest`` map each shared stage to its timing (:class:`support.bench.Timing`), as for
+    :func:`speedup_rows`. The two CPU routes share the gate and embed kernels, and which one times a stage faster
+    can differ between machines; taking the faster per stage makes the control a route no CPU side ran whole,
+    but one a reader could assemble from the two.
+
+    >>> t = lambda *s: bench.Timing("x", s, "wall")
+    >>> familiar, fastest = {"read": t(3.0), "embed": t(0.01)}, {"read": t(0.1), "embed": t(0.03)}
+    >>> round(faster_cpu_per_stage(familiar, fastest, last=pipeline.StageSpeedup("train", 9.0, 8.0, 0.5)), 6)
+    8.11
+    """
+    if list(familiar) != list(fastest):
+        raise ValueError(f"the two CPU sides timed different stages: {list(familiar)}, {list(fastest)}")
+    shared = sum(min(familiar[stage].median, fastest[stage].median) for stage in familiar)
+    return shared + min(last.cpu_familiar, last.cpu_fastest)
 
 
 def _renamed(entry: pipeline.StageSpeedup, stage: str) -> pipeline.StageSpeedup:
