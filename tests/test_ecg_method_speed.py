@@ -76,8 +76,8 @@ def test_time_method_on_the_cpu_and_the_two_totals(csv_and_config):
 
 
 def test_the_faster_cpu_per_stage_control_takes_each_stage_from_the_side_that_ran_it_faster():
-    def timed(**medians):
-        return {stage: bench.Timing(stage, (seconds,), "wall") for stage, seconds in medians.items()}
+    def timed(**medians):  # three repeats each, the median apart from the fastest and the slowest
+        return {stage: bench.Timing(stage, (s / 2, s, 3 * s), "wall") for stage, s in medians.items()}
 
     familiar = timed(read=3.0, convolve=2.0, gate=0.2, embed=0.003)
     fastest = timed(read=0.08, convolve=0.5, gate=0.25, embed=0.012)  # slower at gate and embed
@@ -92,6 +92,10 @@ def test_the_faster_cpu_per_stage_control_takes_each_stage_from_the_side_that_ra
     # shorter than the fastest route's own total by the rows where that route was slower
     assert method_total.cpu_fastest - method_control == pytest.approx(0.05 + 0.009)
     assert vae_control < min(vae_total.cpu_fastest, vae_total.cpu_familiar)
+    familiar_faster_at_training = pipeline.StageSpeedup("train", 8.0, 9.0, 0.4)
+    assert method_speed.faster_cpu_per_stage(
+        familiar, fastest, last=familiar_faster_at_training
+    ) == pytest.approx(0.08 + 0.5 + 0.2 + 0.003 + 8.0)
     with pytest.raises(ValueError, match="different stages"):
         method_speed.faster_cpu_per_stage(familiar, timed(read=1.0), last=method)
 

@@ -141,7 +141,8 @@ def faster_cpu_per_stage(familiar: dict, fastest: dict, *, last: pipeline.StageS
     ``familiar`` and ``fastest`` map each shared stage to its timing (:class:`support.bench.Timing`), as for
     :func:`speedup_rows`. The two CPU routes share the gate and embed kernels, and which one times a stage faster
     can differ between machines; taking the faster per stage makes the control a route no CPU side ran whole,
-    but one a reader could assemble from the two.
+    but one a reader could assemble from the two. The medians are the sides' own, unscaled, as the speed table's
+    rows are (:func:`speedup_rows` scales neither CPU side).
 
     >>> t = lambda *s: bench.Timing("x", s, "wall")
     >>> familiar, fastest = {"read": t(3.0), "embed": t(0.01)}, {"read": t(0.1), "embed": t(0.03)}
