@@ -613,3 +613,27 @@ def test_the_capture_takes_what_c_code_and_python_write_to_stderr(monkeypatch):
     assert len(os.listdir("/proc/self/fd")) == open_before  # the saved descriptor closed, the capture too
     assert started["platform"] == "gpu"
     assert "from C" in started["stderr"] and "from Python" in started["stderr"]
+
+
+def test_a_redirect_that_fails_leaves_stderr_and_no_descriptor_open(monkeypatch):
+    real_dup2 = os.dup2
+
+    def dup2_that_fails_to_redirect(source, target):
+        if target == 2 and source != saved_descriptors[-1]:
+            raise OSError("redirect refused")
+        return real_dup2(source, target)
+
+    saved_descriptors = []
+    real_dup = os.dup
+
+    def dup_that_remembers(descriptor):
+        saved_descriptors.append(real_dup(descriptor))
+        return saved_descriptors[-1]
+
+    open_before = len(os.listdir("/proc/self/fd"))
+    with monkeypatch.context() as patched:  # undone before pytest's own capture restores descriptor 2
+        patched.setattr(os, "dup", dup_that_remembers)
+        patched.setattr(os, "dup2", dup2_that_fails_to_redirect)
+        with pytest.raises(OSError, match="redirect refused"):
+            jax_probe.platform_and_stderr()
+    assert len(os.listdir("/proc/self/fd")) == open_before  # the saved descriptor closed

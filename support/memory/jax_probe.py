@@ -275,12 +275,12 @@ def platform_and_stderr() -> dict[str, str]:
     For a fresh process (``fresh_process.call("support.memory.jax_probe:platform_and_stderr", env=...)``): JAX reads
     its memory variables once, when it starts. JAX and XLA write from Python's logging and from C++, so it is file
     descriptor 2 that is redirected, not only ``sys.stderr``; a traceback still reaches the caller, since the
-    descriptor is given back before it propagates.
+    descriptor is given back before it propagates, and a redirect that fails leaves no saved descriptor open.
     """
     with tempfile.TemporaryFile() as captured:
         saved = os.dup(2)
-        os.dup2(captured.fileno(), 2)
         try:
+            os.dup2(captured.fileno(), 2)
             import jax
 
             platform = jax.devices()[0].platform
