@@ -580,6 +580,12 @@ def test_the_free_behind_a_busy_gpu_frees_each_buffer_once_behind_its_own_work(m
         churn.time_free_behind_busy_gpu("pool", 2.0)
 
 
+def stderr_file() -> tuple[int, int]:
+    """The file descriptor 2 points to, as (device, inode)."""
+    found = os.fstat(2)
+    return found.st_dev, found.st_ino
+
+
 def test_jax_starts_in_a_fresh_process_and_what_it_wrote_to_stderr_comes_back():
     pytest.importorskip("jax")
     quiet = fresh_process.call(
@@ -606,11 +612,12 @@ def test_the_capture_takes_what_c_code_and_python_write_to_stderr(monkeypatch):
 
     monkeypatch.setattr(jax, "devices", devices_that_write)
     # as in a process of its own (pytest's capture replaces sys.stderr here): Python's stderr writes to descriptor 2
-    open_before = len(os.listdir("/proc/self/fd"))
+    open_before, stderr_before = len(os.listdir("/proc/self/fd")), stderr_file()
     with open(2, "w", closefd=False) as descriptor_2:
         monkeypatch.setattr(sys, "stderr", descriptor_2)
         started = jax_probe.platform_and_stderr()
     assert len(os.listdir("/proc/self/fd")) == open_before  # the saved descriptor closed, the capture too
+    assert stderr_file() == stderr_before  # descriptor 2 given back
     assert started["platform"] == "gpu"
     assert "from C" in started["stderr"] and "from Python" in started["stderr"]
 
@@ -630,10 +637,11 @@ def test_a_redirect_that_fails_leaves_stderr_and_no_descriptor_open(monkeypatch)
         saved_descriptors.append(real_dup(descriptor))
         return saved_descriptors[-1]
 
-    open_before = len(os.listdir("/proc/self/fd"))
+    open_before, stderr_before = len(os.listdir("/proc/self/fd")), stderr_file()
     with monkeypatch.context() as patched:  # undone before pytest's own capture restores descriptor 2
         patched.setattr(os, "dup", dup_that_remembers)
         patched.setattr(os, "dup2", dup2_that_fails_to_redirect)
         with pytest.raises(OSError, match="redirect refused"):
             jax_probe.platform_and_stderr()
     assert len(os.listdir("/proc/self/fd")) == open_before  # the saved descriptor closed
+    assert stderr_file() == stderr_before  # descriptor 2 is the file it was
